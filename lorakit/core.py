@@ -152,7 +152,7 @@ def overfit_one_batch(model:nn.Module, # the model to train, in place
                         else "Every parameter learns: raise `steps` or `lr`, or check that the model can fit the task."))
 
 # %% ../nbs/00_core.ipynb #9798711f
-def evaluate(model:nn.Module, x:torch.Tensor, y:torch.Tensor)->tuple[float,float]:
+def evaluate(model, x:torch.Tensor, y:torch.Tensor)->tuple[float,float]:
     "Cross-entropy and accuracy of `model` on `x`, `y`, without gradients."
     with torch.no_grad(): logits = model(x)
     return F.cross_entropy(logits, y).item(), (logits.argmax(-1)==y).float().mean().item()
