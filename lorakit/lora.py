@@ -61,8 +61,10 @@ class LoRALinear(nn.Module):
     def forward(self, x):
         y = self.base(x)
         if self.merged: return y
-        d = F.linear(F.linear(self.dropout(x).to(self.A.dtype), self.A), self.B)
-        return y + (self.scale * d).to(y.dtype)
+        h = F.linear(self.dropout(x).to(self.A.dtype), self.A)
+        if h.dtype != y.dtype: return y + (self.scale * F.linear(h, self.B)).to(y.dtype)
+        # y + scale * (h @ B.T) as one BLAS call, instead of a matmul, a multiply and an add
+        return torch.addmm(y.reshape(-1, y.shape[-1]), h.reshape(-1, self.r), self.B.T, alpha=self.scale).view(y.shape)
 
 # %% ../nbs/01_lora.ipynb #e448735a
 @patch
