@@ -90,6 +90,7 @@ def proxy_task(n:int=2048, # number of samples, train and valid together
                seed:int=0, # seed of the teacher and the samples
               )->ProxyData:
     "Classify `x` by the argmax of a fixed random linear teacher: a task `Block(sz)` can solve exactly."
+    if not (isinstance(sz, int) and sz >= 2): raise ValueError(f"sz must be an int >= 2 (it is also the number of classes), got {sz!r}")
     if not 0 < valid_pct < 1: raise ValueError(f"valid_pct must be in (0, 1), got {valid_pct}")
     nv = int(n*valid_pct)
     if nv < 1 or nv >= n: raise ValueError(f"n={n} leaves an empty train or valid set: use n of at least {math.ceil(2/valid_pct)}")

@@ -25,7 +25,12 @@ def lora_scale(r:int, # LoRA rank
 # %% ../nbs/01_lora.ipynb #87ed0318
 _inits = ('kaiming', 'gaussian')
 
-def check_lora_args(base, r, alpha, dropout, init='kaiming'):
+def check_lora_args(base:nn.Module, # the layer to wrap: must be an nn.Linear
+                    r:int, # rank, in [1, min(in_features, out_features)]
+                    alpha:float, # scale numerator, > 0
+                    dropout:float, # in [0, 1)
+                    init:str='kaiming', # 'kaiming' or 'gaussian'
+                   ):
     "Raise a ValueError that says what is allowed, for any argument `LoRALinear` can't take."
     if not isinstance(base, nn.Linear):
         raise ValueError(f"LoRALinear wraps an nn.Linear, got {type(base).__name__}: pass a Linear layer, e.g. model.q_proj")
@@ -89,8 +94,8 @@ def delta_weight(self:LoRALinear)->torch.Tensor:
 
 @patch
 def _add_delta(self:LoRALinear, sign:int):
-    W = self.base.weight
-    with torch.no_grad(): W.copy_((W.to(self.delta_weight().dtype) + sign*self.delta_weight()).to(W.dtype))
+    W, d = self.base.weight, self.delta_weight()
+    with torch.no_grad(): W.copy_((W.to(d.dtype) + sign*d).to(W.dtype))
 
 @patch
 def merge(self:LoRALinear):
