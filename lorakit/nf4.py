@@ -127,14 +127,33 @@ def check_quantizable(w:torch.Tensor, blocksize:int):
     if blocksize not in BLOCKSIZES: raise ValueError(f"blocksize must be one of {BLOCKSIZES} (what bitsandbytes reads), got {blocksize!r}")
     if not torch.isfinite(w).all(): raise ValueError("weight has NaN or inf values: find where they came from before quantizing (lorakit.instrument traces NaNs)")
 
+_CHUNK = 1 << 18  # values per chunk: a multiple of every blocksize, small enough to stay in cache
+
+def _quantize_blocks(flat, blocksize):
+    "Packed NF4 codes and absmax of whole blocks of `flat`, a chunk at a time so each is scaled, coded and packed in cache."
+    mids = (NF4[:-1] + NF4[1:]).to(flat.device) / 2
+    absmax = torch.empty(flat.numel() // blocksize, device=flat.device)
+    packed = torch.empty(flat.numel() // 2, dtype=torch.uint8, device=flat.device)
+    for s in range(0, flat.numel(), _CHUNK):
+        blocks = flat[s:s + _CHUNK].float().view(-1, blocksize)
+        am = absmax[s//blocksize : s//blocksize + len(blocks)]
+        torch.amax(blocks.abs(), -1, out=am)
+        idx = torch.bucketize((blocks * (1 / am.clamp(min=1e-38))[:, None]).clamp_(-1, 1), mids, out_int32=True).view(-1)
+        packed[s//2 : s//2 + idx.numel()//2] = idx[0::2] << 4 | idx[1::2]
+    return packed, absmax
+
 def quantize_nf4(w:torch.Tensor, # the weight: float32, bfloat16 or float16, any shape
                  blocksize:int=64, # values per absmax block: one of `BLOCKSIZES`
                  double_quant:bool=True, # quantize the absmax values too, to 8 bits in blocks of 256
                 )->NF4Weight:
     "Quantize `w` to NF4 with blockwise absmax scaling, in bitsandbytes' exact format."
     check_quantizable(w, blocksize)
-    idx, absmax = quantize_blockwise(w, NF4.to(w.device), blocksize)
-    q = NF4Weight(pack_nibbles(idx), absmax, w.shape, w.dtype, blocksize)
+    flat = w.reshape(-1); full = flat.numel() - flat.numel() % blocksize
+    packed, absmax = _quantize_blocks(flat[:full], blocksize)
+    if full < flat.numel():  # the short last block, through the reference path
+        idx, tail_max = quantize_blockwise(flat[full:], NF4.to(w.device), blocksize)
+        packed, absmax = torch.cat([packed, pack_nibbles(idx)]), torch.cat([absmax, tail_max])
+    q = NF4Weight(packed, absmax, w.shape, w.dtype, blocksize)
     if not double_quant: return q
     offset = absmax.mean()
     codes, nested = quantize_blockwise(absmax - offset, dynamic_map().to(w.device), q.nested_blocksize)
@@ -177,7 +196,6 @@ def from_bnb(sd:dict, prefix:str='weight')->NF4Weight:
                    nested_blocksize=meta['nested_blocksize'])
 
 # %% ../nbs/03_nf4.ipynb #a0d37786
-_CHUNK = 1 << 18  # values per chunk: a multiple of every blocksize, small enough to stay in cache
 _luts = {}
 
 def _pair_lut(device)->torch.Tensor:
