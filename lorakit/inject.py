@@ -13,10 +13,16 @@ from .core import *
 from .lora import *
 
 # %% auto #0
-__all__ = ['output_head', 'find_targets', 'lora_modules', 'add_lora', 'lora_parameters', 'lora_state_dict', 'LoRASummary',
-           'lora_summary', 'merge_lora', 'unmerge_lora', 'unload_lora']
+__all__ = ['lora_classes', 'lora_class', 'output_head', 'find_targets', 'lora_modules', 'add_lora', 'lora_parameters',
+           'lora_state_dict', 'LoRASummary', 'lora_summary', 'merge_lora', 'unmerge_lora', 'unload_lora']
 
 # %% ../nbs/02_inject.ipynb #a1cb7931
+lora_classes = {nn.Linear: LoRALinear}  # base layer type -> the LoRA class that wraps it
+
+def lora_class(m:nn.Module):
+    "The LoRA class that wraps layers like `m` (looked up along its class hierarchy), or None."
+    return next((lora_classes[c] for c in type(m).__mro__ if c in lora_classes), None)
+
 def _matcher(spec, what:str):
     "A predicate on module names: a list of names (exact, or a suffix after a dot), or a regex string (full match)."
     if spec is None: return lambda n: False
@@ -38,32 +44,32 @@ def output_head(model:nn.Module)->str|None:
 
 # %% ../nbs/02_inject.ipynb #a40aae27
 def _no_match(model, targets, exclude)->str:
-    "An error message for targets that matched nothing, with the nearest `nn.Linear` names of `model`."
-    names = [n for n,m in model.named_modules() if isinstance(m, nn.Linear) and n]
+    "An error message for targets that matched nothing, with the nearest wrappable layer names of `model`."
+    names = [n for n,m in model.named_modules() if lora_class(m) and n]
     short = sorted({n.split('.')[-1] for n in names})
     asked = [targets] if isinstance(targets, str) else list(targets)
     near = [c for t in asked for c in difflib.get_close_matches(t, short, n=4, cutoff=0.3)]
     near = list(dict.fromkeys(near))  # closest first, without repeats
     after = f" (after exclude={exclude!r})" if exclude is not None else ""
-    return (f"targets={targets!r} matched no nn.Linear in {type(model).__name__}{after}. "
-            f"Nearest names: {near or short[:8]}. The model's Linear layers are named like: {names[:3]}")
+    return (f"targets={targets!r} matched no linear layer in {type(model).__name__}{after}. "
+            f"Nearest names: {near or short[:8]}. The model's linear layers are named like: {names[:3]}")
 
 # %% ../nbs/02_inject.ipynb #9e7cc799
 def find_targets(model:nn.Module, # the model to search
                  targets='all-linear', # 'all-linear', a regex string (full match), or a list of names or name suffixes
                  exclude=None, # a regex string or a list of names, removed from what `targets` picks
                 )->list[str]:
-    "Names of the `nn.Linear` modules of `model` that `targets` picks and `exclude` doesn't."
+    "Names of the linear layers of `model` (those in `lora_classes`) that `targets` picks and `exclude` doesn't."
     mods = {n:m for n,m in model.named_modules() if n}
     if isinstance(targets, str) and targets == 'all-linear':
         head = output_head(model)
-        picked = [n for n,m in mods.items() if isinstance(m, nn.Linear) and n != head]
+        picked = [n for n,m in mods.items() if lora_class(m) and n != head]
     else:
         hit = _matcher(targets, 'targets')
         picked = [n for n in mods if hit(n)]
-        bad = [f"{n} ({type(mods[n]).__name__})" for n in picked if not isinstance(mods[n], nn.Linear)]
-        if bad: raise ValueError(f"targets={targets!r} matched modules that are not nn.Linear: {bad[:4]}. "
-                                 "LoRA wraps nn.Linear layers only: name the Linear layers inside them instead")
+        bad = [f"{n} ({type(mods[n]).__name__})" for n in picked if not lora_class(mods[n])]
+        if bad: raise ValueError(f"targets={targets!r} matched modules LoRA can't wrap: {bad[:4]}. "
+                                 f"It wraps {', '.join(c.__name__ for c in lora_classes)}: name the linear layers inside them instead")
     skip = _matcher(exclude, 'exclude')
     picked = [n for n in picked if not skip(n)]
     if not picked: raise ValueError(_no_match(model, targets, exclude))
@@ -90,12 +96,13 @@ def add_lora(model:nn.Module, # the model to adapt, in place
              init:str='kaiming', # init of A: 'kaiming' or 'gaussian'
              dtype:torch.dtype|None=None, # dtype of A and B; default: each base weight's
             )->nn.Module:
-    "Wrap the `nn.Linear` layers of `model` that `targets` picks in `LoRALinear`, freeze everything else, and return `model`."
+    "Wrap the linear layers of `model` that `targets` picks in `LoRALinear` (or the class `lora_classes` names), freeze the rest, and return `model`."
     have = list(lora_modules(model))
     if have: raise ValueError(f"model already has LoRA on {len(have)} layers ({have[0]}, …): call unload_lora(model) first, merging or not")
     names = find_targets(model, targets, exclude)
-    for n in names: check_lora_args(model.get_submodule(n), r, alpha, dropout, init)
-    new = {n: LoRALinear(model.get_submodule(n), r, alpha, dropout, rslora, init, dtype) for n in names}
+    mods = {n: model.get_submodule(n) for n in names}
+    for m in mods.values(): check_lora_args(m, r, alpha, dropout, init, lora_class(m).base_type)
+    new = {n: lora_class(m)(m, r, alpha, dropout, rslora, init, dtype) for n,m in mods.items()}
     model.requires_grad_(False)
     for n,m in new.items():
         m.A.requires_grad_(True); m.B.requires_grad_(True)
@@ -144,7 +151,7 @@ def unmerge_lora(model:nn.Module)->nn.Module:
 def unload_lora(model:nn.Module, # the model to strip, in place
                 merge:bool=True, # fold each update into its base weight; False gives back the original weights
                )->nn.Module:
-    "Replace every `LoRALinear` of `model` by its base `nn.Linear`, merged or restored, and return `model`."
+    "Replace every `LoRALinear` of `model` by its base layer, merged or restored, and return `model`."
     (merge_lora if merge else unmerge_lora)(model)
     for n,m in lora_modules(model).items(): _set_module(model, n, m.base)
     return model

@@ -25,15 +25,16 @@ def lora_scale(r:int, # LoRA rank
 # %% ../nbs/01_lora.ipynb #87ed0318
 _inits = ('kaiming', 'gaussian')
 
-def check_lora_args(base:nn.Module, # the layer to wrap: must be an nn.Linear
+def check_lora_args(base:nn.Module, # the layer to wrap
                     r:int, # rank, in [1, min(in_features, out_features)]
                     alpha:float, # scale numerator, > 0
                     dropout:float, # in [0, 1)
                     init:str='kaiming', # 'kaiming' or 'gaussian'
+                    base_type:type=nn.Linear, # the layer type the LoRA class wraps
                    ):
     "Raise a ValueError that says what is allowed, for any argument `LoRALinear` can't take."
-    if not isinstance(base, nn.Linear):
-        raise ValueError(f"LoRALinear wraps an nn.Linear, got {type(base).__name__}: pass a Linear layer, e.g. model.q_proj")
+    if not isinstance(base, base_type):
+        raise ValueError(f"expected a {base_type.__name__} layer to wrap, got {type(base).__name__}: pass the layer itself, e.g. model.q_proj")
     n = min(base.in_features, base.out_features)
     if isinstance(r, bool) or not isinstance(r, int) or not 0 < r <= n:
         raise ValueError(f"r must be an int in [1, {n}], i.e. at most min(in_features, out_features); got {r!r}")
@@ -44,6 +45,7 @@ def check_lora_args(base:nn.Module, # the layer to wrap: must be an nn.Linear
 # %% ../nbs/01_lora.ipynb #61b77ef6
 class LoRALinear(nn.Module):
     "`base(x) + scale * B(A(dropout(x)))`: a frozen `nn.Linear` plus a trainable rank-`r` update."
+    base_type = nn.Linear  # what it wraps; `QLoRALinear` (04_qlora) wraps a 4-bit layer instead
     def __init__(self, base:nn.Linear, # the layer to adapt; it is frozen in place
                  r:int=8, # rank of the update
                  alpha:float=16, # the update is scaled by alpha/r
@@ -53,7 +55,7 @@ class LoRALinear(nn.Module):
                  dtype:torch.dtype|None=None, # dtype of A and B; default: the base weight's
                 ):
         super().__init__()
-        check_lora_args(base, r, alpha, dropout, init)
+        check_lora_args(base, r, alpha, dropout, init, self.base_type)
         self.base, self.r, self.alpha, self.rslora = base.requires_grad_(False), r, alpha, rslora
         self.scale = lora_scale(r, alpha, rslora)
         kw = dict(device=base.weight.device, dtype=dtype or base.weight.dtype)
