@@ -61,9 +61,10 @@ class ParamCount(NamedTuple):
     def __repr__(self): return f"trainable params: {self.trainable:,} of {self.total:,} ({self.pct:.4g}%)"
 
 def count_params(m:nn.Module)->ParamCount:
-    "Count the parameters of `m`, and those of them that require grad."
+    "Count the parameters of `m`, and those of them that require grad; quantized weights count through `n_quantized_params`."
     ps = list(m.parameters())
-    return ParamCount(sum(p.numel() for p in ps), sum(p.numel() for p in ps if p.requires_grad))
+    quantized = sum(getattr(o, 'n_quantized_params', 0) for o in m.modules())
+    return ParamCount(sum(p.numel() for p in ps) + quantized, sum(p.numel() for p in ps if p.requires_grad))
 
 # %% ../nbs/00_core.ipynb #efcd5206
 class Block(nn.Module):

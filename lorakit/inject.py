@@ -13,8 +13,9 @@ from .core import *
 from .lora import *
 
 # %% auto #0
-__all__ = ['lora_classes', 'lora_class', 'output_head', 'find_targets', 'lora_modules', 'add_lora', 'lora_parameters',
-           'lora_state_dict', 'LoRASummary', 'lora_summary', 'merge_lora', 'unmerge_lora', 'unload_lora']
+__all__ = ['lora_classes', 'lora_class', 'output_head', 'find_targets', 'lora_modules', 'set_module', 'add_lora',
+           'lora_parameters', 'lora_state_dict', 'LoRASummary', 'lora_summary', 'merge_lora', 'unmerge_lora',
+           'unload_lora']
 
 # %% ../nbs/02_inject.ipynb #a1cb7931
 lora_classes = {nn.Linear: LoRALinear}  # base layer type -> the LoRA class that wraps it
@@ -80,8 +81,8 @@ def lora_modules(model:nn.Module)->dict[str, LoRALinear]:
     "The `LoRALinear` modules of `model`, by name."
     return {n:m for n,m in model.named_modules() if isinstance(m, LoRALinear)}
 
-def _set_module(model:nn.Module, name:str, m:nn.Module):
-    "Put `m` at dotted `name` inside `model`."
+def set_module(model:nn.Module, name:str, m:nn.Module):
+    "Put `m` at dotted `name` inside `model`, in place of what is there."
     parent, _, child = name.rpartition('.')
     setattr(model.get_submodule(parent), child, m)
 
@@ -106,7 +107,7 @@ def add_lora(model:nn.Module, # the model to adapt, in place
     model.requires_grad_(False)
     for n,m in new.items():
         m.A.requires_grad_(True); m.B.requires_grad_(True)
-        _set_module(model, n, m)
+        set_module(model, n, m)
     return model
 
 # %% ../nbs/02_inject.ipynb #4e58b559
@@ -153,5 +154,5 @@ def unload_lora(model:nn.Module, # the model to strip, in place
                )->nn.Module:
     "Replace every `LoRALinear` of `model` by its base layer, merged or restored, and return `model`."
     (merge_lora if merge else unmerge_lora)(model)
-    for n,m in lora_modules(model).items(): _set_module(model, n, m.base)
+    for n,m in lora_modules(model).items(): set_module(model, n, m.base)
     return model

@@ -148,7 +148,7 @@ def quantize_nf4(w:torch.Tensor, # the weight: float32, bfloat16 or float16, any
                 )->NF4Weight:
     "Quantize `w` to NF4 with blockwise absmax scaling, in bitsandbytes' exact format."
     check_quantizable(w, blocksize)
-    flat = w.reshape(-1); full = flat.numel() - flat.numel() % blocksize
+    flat = w.detach().reshape(-1); full = flat.numel() - flat.numel() % blocksize
     packed, absmax = _quantize_blocks(flat[:full], blocksize)
     if full < flat.numel():  # the short last block, through the reference path
         idx, tail_max = quantize_blockwise(flat[full:], NF4.to(w.device), blocksize)
