@@ -8,30 +8,14 @@ Each case runs lorakit and PEFT in alternation, `--reps` times after a warm-up, 
 The machine is shared and noisy: read the ratio column, not the milliseconds.
 Needs the dev extra (peft, transformers).
 """
-import argparse, copy, statistics, time, warnings
+import argparse, copy, warnings
 import torch, torch.nn as nn
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.utils import logging as hf_logging
 from peft import LoraConfig, get_peft_model
 from lorakit.core import set_seed, get_device, get_dtype
 from lorakit.inject import add_lora, lora_parameters, lora_modules, unload_lora
-
-def _sync(dev):
-    if dev.type == 'cuda': torch.cuda.synchronize()
-
-def _time(fn, dev):
-    _sync(dev); t = time.perf_counter(); fn(); _sync(dev)
-    return time.perf_counter() - t
-
-def bench(cases, reps, dev):
-    "Median seconds of each (name, ours, ref) case, the two run in alternation."
-    rows = []
-    for name, ours, ref in cases:
-        ours(); ref()  # warm-up
-        to, tr = [], []
-        for _ in range(reps): to.append(_time(ours, dev)); tr.append(_time(ref, dev))
-        rows.append((name, statistics.median(to), statistics.median(tr)))
-    return rows
+from _timing import bench, table
 
 def _train_step(model, ids, opt):
     def step():
@@ -82,7 +66,6 @@ def main():
     print(f"Llama hidden={a.hidden} layers={a.layers} batch={a.bs}x{a.seq} r={a.r} all-linear, {dev.type} {a.dtype}, "
           f"{a.reps} reps, torch {torch.__version__}")
     print(f"trainable params: lorakit {n_o:,}, PEFT {n_p:,}; max |logit difference| {err:.2e}\n")
-    print(f"| case | lorakit ms | PEFT ms | lorakit / PEFT |\n|---|---:|---:|---:|")
-    for name, to, tr in rows: print(f"| {name} | {to*1e3:.1f} | {tr*1e3:.1f} | {to/tr:.3f} |")
+    print(table(rows, 'PEFT'))
 
 if __name__ == '__main__': main()

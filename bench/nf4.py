@@ -8,30 +8,12 @@ Each case runs lorakit and bitsandbytes in alternation, `--reps` times after a w
 medians. The machine is shared and noisy: read the ratio column, not the milliseconds. Every lorakit
 result is checked bit for bit against bitsandbytes' before it is timed.
 """
-import argparse, statistics, time, warnings
+import argparse, warnings
 import torch
 import bitsandbytes.functional as bnbF
 from lorakit.core import get_device, get_dtype, set_seed
 from lorakit.nf4 import quantize_nf4, dequantize_nf4, dequantize_nf4_ref
-
-def _sync(dev):
-    if dev.type == 'cuda': torch.cuda.synchronize()
-
-def _median(fn, reps, dev):
-    ts = []
-    for _ in range(reps):
-        _sync(dev); t = time.perf_counter(); fn(); _sync(dev); ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
-
-def bench(cases, reps, dev):
-    "Median seconds for each (name, lorakit fn, bitsandbytes fn), the two timed in alternation."
-    rows = []
-    for name, ours, ref in cases:
-        ours(); ref()
-        to, tr = [], []
-        for _ in range(reps): to.append(_median(ours, 1, dev)); tr.append(_median(ref, 1, dev))
-        rows.append((name, statistics.median(to), statistics.median(tr)))
-    return rows
+from _timing import bench, table
 
 def cases_for(w, dev):
     "The benchmark cases for one weight, after checking lorakit's results equal bitsandbytes'."
@@ -64,7 +46,6 @@ def main():
         rows += bench(cases_for(w, dev), a.reps, dev)
     print(f"NF4, blocksize 64, {a.size} x {a.size}, {dev.type}, {torch.get_num_threads()} threads, {a.reps} reps, torch {torch.__version__}")
     print("bitsandbytes' CPU dequantize has no out= buffer, so its column is the same call in every dequantize row.\n")
-    print("| case | lorakit ms | bitsandbytes ms | lorakit / bnb |\n|---|---:|---:|---:|")
-    for name, to, tr in rows: print(f"| {name} | {to*1e3:.1f} | {tr*1e3:.1f} | {to/tr:.2f} |")
+    print(table(rows, 'bnb'))
 
 if __name__ == '__main__': main()

@@ -13,8 +13,8 @@ from .core import *
 
 # %% auto #0
 __all__ = ['NF4', 'BLOCKSIZES', 'nf4_levels', 'quantize_blockwise', 'dequantize_blockwise', 'pack_nibbles', 'unpack_nibbles',
-           'dynamic_map', 'NF4Weight', 'check_quantizable', 'quantize_nf4', 'dequantize_nf4_ref', 'to_bnb', 'from_bnb',
-           'dequantize_nf4']
+           'dynamic_map', 'code_table', 'NF4Weight', 'check_quantizable', 'quantize_nf4', 'dequantize_nf4_ref',
+           'to_bnb', 'from_bnb', 'dequantize_nf4']
 
 # %% ../nbs/03_nf4.ipynb #8f3c8095
 def nf4_levels(offset:float=0.9677083, # probability of the outermost level
@@ -76,7 +76,18 @@ def dynamic_map()->torch.Tensor:
         vals += mids + [-v for v in mids]
     return torch.tensor(sorted(vals))
 
-# %% ../nbs/03_nf4.ipynb #06d60319
+# %% ../nbs/03_nf4.ipynb #ae06510a
+_tables = {}
+
+def code_table(name:str, # 'nf4' or 'dynamic'
+               device='cpu')->torch.Tensor:
+    "The NF4 table or the 8-bit dynamic map on `device`, built once and shared."
+    if name not in ('nf4', 'dynamic'): raise ValueError(f"name must be 'nf4' or 'dynamic', got {name!r}")
+    key = (name, torch.device(device))
+    if key not in _tables: _tables[key] = (NF4 if name == 'nf4' else dynamic_map()).to(device)
+    return _tables[key]
+
+# %% ../nbs/03_nf4.ipynb #ff5511c3
 def _dtype_name(dt:torch.dtype)->str: return str(dt).removeprefix('torch.')
 
 @dataclass
@@ -106,7 +117,7 @@ class NF4Weight:
     def scales(self)->torch.Tensor:
         "The float32 absmax of each block, undoing double quantization if there is one."
         if not self.double_quant: return self.absmax
-        return dequantize_blockwise(self.absmax, self.nested_absmax, dynamic_map().to(self.absmax.device), self.nested_blocksize) + self.offset
+        return dequantize_blockwise(self.absmax, self.nested_absmax, code_table('dynamic', self.absmax.device), self.nested_blocksize) + self.offset
 
     def __repr__(self):
         return (f"NF4Weight(shape={tuple(self.shape)}, dtype={_dtype_name(self.dtype)}, blocksize={self.blocksize}, "
@@ -117,7 +128,7 @@ class NF4Weight:
         mv = lambda t: None if t is None else t.to(device)
         return replace(self, packed=mv(self.packed), absmax=mv(self.absmax), nested_absmax=mv(self.nested_absmax), offset=mv(self.offset))
 
-# %% ../nbs/03_nf4.ipynb #ff5511c3
+# %% ../nbs/03_nf4.ipynb #c48b2b72
 def check_quantizable(w:torch.Tensor, blocksize:int):
     "Raise a ValueError that names the fix if `w` can't be quantized to NF4 with `blocksize`."
     if not isinstance(w, torch.Tensor): raise ValueError(f"expected a torch.Tensor, got {type(w).__name__}")
@@ -151,32 +162,32 @@ def quantize_nf4(w:torch.Tensor, # the weight: float32, bfloat16 or float16, any
     flat = w.detach().reshape(-1); full = flat.numel() - flat.numel() % blocksize
     packed, absmax = _quantize_blocks(flat[:full], blocksize)
     if full < flat.numel():  # the short last block, through the reference path
-        idx, tail_max = quantize_blockwise(flat[full:], NF4.to(w.device), blocksize)
+        idx, tail_max = quantize_blockwise(flat[full:], code_table('nf4', w.device), blocksize)
         packed, absmax = torch.cat([packed, pack_nibbles(idx)]), torch.cat([absmax, tail_max])
     q = NF4Weight(packed, absmax, w.shape, w.dtype, blocksize)
     if not double_quant: return q
     offset = absmax.mean()
-    codes, nested = quantize_blockwise(absmax - offset, dynamic_map().to(w.device), q.nested_blocksize)
+    codes, nested = quantize_blockwise(absmax - offset, code_table('dynamic', w.device), q.nested_blocksize)
     return replace(q, absmax=codes, nested_absmax=nested, offset=offset)
 
-# %% ../nbs/03_nf4.ipynb #c48b2b72
+# %% ../nbs/03_nf4.ipynb #d5c7b0c2
 def dequantize_nf4_ref(q:NF4Weight)->torch.Tensor:
     "The weight back from `q`, in its original shape and dtype: unpack, look up, scale. Readable, not fast."
     idx = unpack_nibbles(q.packed, q.numel)
-    return dequantize_blockwise(idx, q.scales(), NF4.to(idx.device), q.blocksize).view(q.shape).to(q.dtype)
+    return dequantize_blockwise(idx, q.scales(), code_table('nf4', idx.device), q.blocksize).view(q.shape).to(q.dtype)
 
-# %% ../nbs/03_nf4.ipynb #b3523943
+# %% ../nbs/03_nf4.ipynb #60b1cea1
 def to_bnb(q:NF4Weight, prefix:str='weight')->dict[str, torch.Tensor]:
     "The state-dict entries bitsandbytes' `Linear4bit` writes for this weight, under `prefix`."
     meta = dict(quant_type='nf4', blocksize=q.blocksize, dtype=_dtype_name(q.dtype), shape=list(q.shape))
-    sd = {prefix: q.packed[:, None], f'{prefix}.absmax': q.absmax, f'{prefix}.quant_map': NF4.to(q.packed.device)}
+    sd = {prefix: q.packed[:, None], f'{prefix}.absmax': q.absmax, f'{prefix}.quant_map': code_table('nf4', q.packed.device).clone()}
     if q.double_quant:
         meta.update(nested_blocksize=q.nested_blocksize, nested_dtype='float32', nested_offset=q.offset.item())
-        sd.update({f'{prefix}.nested_absmax': q.nested_absmax, f'{prefix}.nested_quant_map': dynamic_map().to(q.packed.device)})
+        sd.update({f'{prefix}.nested_absmax': q.nested_absmax, f'{prefix}.nested_quant_map': code_table('dynamic', q.packed.device).clone()})
     sd[f'{prefix}.quant_state.bitsandbytes__nf4'] = torch.tensor(list(json.dumps(meta).encode()), dtype=torch.uint8)
     return sd
 
-# %% ../nbs/03_nf4.ipynb #cf8ecad0
+# %% ../nbs/03_nf4.ipynb #a3c70f55
 def from_bnb(sd:dict, prefix:str='weight')->NF4Weight:
     "Read an NF4 weight from bitsandbytes state-dict entries under `prefix` (as `to_bnb` writes them)."
     key = f'{prefix}.quant_state.bitsandbytes__nf4'
@@ -195,7 +206,7 @@ def from_bnb(sd:dict, prefix:str='weight')->NF4Weight:
     return replace(q, nested_absmax=sd[f'{prefix}.nested_absmax'], offset=torch.tensor(float(meta['nested_offset'])),
                    nested_blocksize=meta['nested_blocksize'])
 
-# %% ../nbs/03_nf4.ipynb #a0d37786
+# %% ../nbs/03_nf4.ipynb #42b07729
 _luts = {}
 
 def _pair_lut(device)->torch.Tensor:
@@ -203,7 +214,7 @@ def _pair_lut(device)->torch.Tensor:
     if device not in _luts:
         v = torch.arange(1 << 16, device=device)
         lo, hi = v & 255, v >> 8  # the first byte in memory is the low half of the int16
-        _luts[device] = NF4.to(device)[torch.stack([lo >> 4, lo & 15, hi >> 4, hi & 15], -1)].contiguous()
+        _luts[device] = code_table('nf4', device)[torch.stack([lo >> 4, lo & 15, hi >> 4, hi & 15], -1)].contiguous()
     return _luts[device]
 
 def _dequant_blocks(packed, scales, blocksize, out):
@@ -217,7 +228,7 @@ def _dequant_blocks(packed, scales, blocksize, out):
         o.view(-1, blocksize).mul_(scales[4*s//blocksize : 4*(s + len(idx))//blocksize, None])
         if tmp is not None: out4[s:s + len(idx)].copy_(o)
 
-# %% ../nbs/03_nf4.ipynb #98194e25
+# %% ../nbs/03_nf4.ipynb #d8778fbd
 def dequantize_nf4(q:NF4Weight, # the quantized weight
                    out:torch.Tensor|None=None, # optional buffer of `q.shape` and `q.dtype` to write into
                   )->torch.Tensor:
@@ -231,5 +242,5 @@ def dequantize_nf4(q:NF4Weight, # the quantized weight
     if full: _dequant_blocks(q.packed[:full//2], scales, bs, flat[:full])
     if full < q.numel:
         idx = unpack_nibbles(q.packed[full//2:], q.numel - full)
-        flat[full:] = NF4.to(idx.device)[idx.long()] * scales[-1]
+        flat[full:] = code_table('nf4', idx.device)[idx.long()] * scales[-1]
     return out

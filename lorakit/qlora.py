@@ -32,9 +32,9 @@ def _workspace(q:NF4Weight)->torch.Tensor:
 def bnb_quant_state(q:NF4Weight)->bnbF.QuantState:
     "bitsandbytes' `QuantState` for `q`, sharing its tensors."
     dev = q.packed.device
-    nested = dict(offset=q.offset, state2=bnbF.QuantState(absmax=q.nested_absmax, code=dynamic_map().to(dev), blocksize=q.nested_blocksize,
+    nested = dict(offset=q.offset, state2=bnbF.QuantState(absmax=q.nested_absmax, code=code_table('dynamic', dev), blocksize=q.nested_blocksize,
                                                            dtype=torch.float32)) if q.double_quant else {}
-    return bnbF.QuantState(absmax=q.absmax, shape=q.shape, code=NF4.to(dev), blocksize=q.blocksize, quant_type='nf4', dtype=q.dtype, **nested)
+    return bnbF.QuantState(absmax=q.absmax, shape=q.shape, code=code_table('nf4', dev), blocksize=q.blocksize, quant_type='nf4', dtype=q.dtype, **nested)
 
 def _bnb_is_faster(q:NF4Weight)->bool:
     "On CUDA always; on CPU for half-precision weights whose blocks fit in a row (see 03_nf4)."
@@ -62,22 +62,23 @@ def _nf4_from(tensors, meta)->NF4Weight:
     return NF4Weight(packed, absmax, shape, dtype, blocksize, nested, offset, nbs)
 
 class NF4Matmul(torch.autograd.Function):
-    "`x @ W.T` for a frozen `W` stored in NF4: dequantized in forward and again in backward; only the 4-bit state is saved."
+    "`x @ W.T + b` for a frozen `W` stored in NF4: dequantized in forward and again in backward; only the 4-bit state is saved."
     @staticmethod
-    def forward(ctx, x, q:NF4Weight, backend:str='auto'):
+    def forward(ctx, x, q:NF4Weight, bias=None, backend:str='auto'):
         ctx.meta, ctx.backend = _nf4_meta(q), backend
         ctx.save_for_backward(*_nf4_tensors(q))
-        return F.linear(x, dequantize_for_matmul(q, x.dtype, backend))
+        return F.linear(x, dequantize_for_matmul(q, x.dtype, backend), None if bias is None else bias.to(x.dtype))
 
     @staticmethod
     def backward(ctx, g):
-        if not ctx.needs_input_grad[0]: return None, None, None
-        q = _nf4_from(ctx.saved_tensors, ctx.meta)
-        return g.matmul(dequantize_for_matmul(q, g.dtype, ctx.backend)), None, None
+        gx = gb = None
+        if ctx.needs_input_grad[0]: gx = g.matmul(dequantize_for_matmul(_nf4_from(ctx.saved_tensors, ctx.meta), g.dtype, ctx.backend))
+        if ctx.needs_input_grad[2]: gb = g.reshape(-1, g.shape[-1]).sum(0)  # only if someone unfroze the bias
+        return gx, None, gb, None
 
-def nf4_linear(x:torch.Tensor, q:NF4Weight, backend:str='auto')->torch.Tensor:
-    "`x @ W.T` with `W` stored in `q`, differentiable in `x`."
-    return NF4Matmul.apply(x, q, backend)
+def nf4_linear(x:torch.Tensor, q:NF4Weight, bias:torch.Tensor|None=None, backend:str='auto')->torch.Tensor:
+    "`x @ W.T + bias` with `W` stored in `q`, differentiable in `x` (and in `bias`, if it requires grad)."
+    return NF4Matmul.apply(x, q, bias, backend)
 
 # %% ../nbs/04_qlora.ipynb #365a2075
 _f32_bufs = ('absmax', 'nested_absmax', 'offset')
@@ -96,9 +97,7 @@ class NF4Linear(nn.Module):
             self.register_buffer(k, t.view(torch.int32) if k in _f32_bufs and t is not None and t.dtype == torch.float32 else t)
         self.bias = None if bias is None else nn.Parameter(bias.detach().clone(), requires_grad=False)
 
-    def forward(self, x):
-        y = nf4_linear(x, self.q, self.backend)
-        return y if self.bias is None else y + self.bias.to(y.dtype)
+    def forward(self, x): return nf4_linear(x, self.q, self.bias, self.backend)
 
 # %% ../nbs/04_qlora.ipynb #14e1e3a9
 @patch(as_prop=True)
