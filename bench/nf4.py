@@ -13,7 +13,7 @@ import torch
 import bitsandbytes.functional as bnbF
 from lorakit.core import get_device, get_dtype, set_seed
 from lorakit.nf4 import quantize_nf4, dequantize_nf4, dequantize_nf4_ref
-from _timing import bench, table
+from _common import bench, table
 
 def cases_for(w, dev):
     "The benchmark cases for one weight, after checking lorakit's results equal bitsandbytes'."

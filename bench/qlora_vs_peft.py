@@ -9,16 +9,14 @@ Both models start from the same Llama, hold the same NF4 bytes (blocksize 64, do
 and the same adapters. Each case runs the two in alternation, `--reps` times after a warm-up, and
 reports medians: read the ratio column, not the milliseconds. Needs the dev extra (peft, transformers).
 """
-import argparse, copy, warnings
+import copy
 import torch, torch.nn as nn
 import bitsandbytes as bnb
-from transformers import LlamaConfig, LlamaForCausalLM
-from transformers.utils import logging as hf_logging
 from peft import LoraConfig, get_peft_model
-from lorakit.core import set_seed, get_device, get_dtype, count_params
+from lorakit.core import get_device, get_dtype, count_params
 from lorakit.inject import add_lora, lora_parameters, lora_modules, find_targets, set_module
 from lorakit.qlora import quantize_base
-from _timing import bench, table
+from _common import bench, table, train_step, forward, llama_args, small_llama
 
 def bnb_peft(base, r, dev, dt):
     "The reference QLoRA: every linear layer but the head a bitsandbytes Linear4bit, PEFT's LoRA on top."
@@ -31,31 +29,10 @@ def bnb_peft(base, r, dev, dt):
         set_module(ref, n, lin4.to(dev))
     return get_peft_model(ref, LoraConfig(r=r, lora_alpha=2*r, target_modules='all-linear', lora_dropout=0.), autocast_adapter_dtype=False)
 
-def _train_step(model, ids, opt):
-    def step():
-        model(input_ids=ids, labels=ids).loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
-    return step
-
-def _forward(model, ids):
-    def fwd():
-        with torch.no_grad(): model(input_ids=ids)
-    return fwd
-
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument('--device', default=None); p.add_argument('--dtype', default='fp32')
-    p.add_argument('--hidden', type=int, default=256); p.add_argument('--layers', type=int, default=4)
-    p.add_argument('--bs', type=int, default=8); p.add_argument('--seq', type=int, default=128)
-    p.add_argument('--r', type=int, default=16); p.add_argument('--reps', type=int, default=7)
-    a = p.parse_args()
-    hf_logging.set_verbosity_error(); warnings.filterwarnings('ignore')
+    a = llama_args(__doc__)
     dev, dt = get_device(a.device), get_dtype(a.dtype)
-    cfg = LlamaConfig(vocab_size=2048, hidden_size=a.hidden, intermediate_size=int(a.hidden*8/3)//64*64,
-                      num_hidden_layers=a.layers, num_attention_heads=max(a.hidden//64, 1),
-                      num_key_value_heads=max(a.hidden//128, 1), max_position_embeddings=a.seq)
-    set_seed(0)
-    base = LlamaForCausalLM(cfg).to(dev, dt)
-    ids = torch.randint(0, cfg.vocab_size, (a.bs, a.seq), device=dev)
+    base, ids = small_llama(a, dev, dt)
 
     ours = add_lora(quantize_base(copy.deepcopy(base)), r=a.r, alpha=2*a.r)
     ref = bnb_peft(base, a.r, dev, dt)
@@ -70,8 +47,8 @@ def main():
     opt_o = torch.optim.AdamW(lora_parameters(ours), lr=1e-4)
     opt_r = torch.optim.AdamW([q for q in ref.parameters() if q.requires_grad], lr=1e-4)
 
-    rows = bench([('forward', _forward(ours.eval(), ids), _forward(ref.eval(), ids)),
-                  ('train step (fwd+bwd+AdamW)', _train_step(ours.train(), ids, opt_o), _train_step(ref.train(), ids, opt_r))], a.reps, dev)
+    rows = bench([('forward', forward(ours.eval(), ids), forward(ref.eval(), ids)),
+                  ('train step (fwd+bwd+AdamW)', train_step(ours.train(), ids, opt_o), train_step(ref.train(), ids, opt_r))], a.reps, dev)
     print(f"QLoRA: Llama hidden={a.hidden} layers={a.layers} batch={a.bs}x{a.seq} r={a.r} all-linear, NF4 blocksize 64 + double quant, "
           f"{dev.type} {a.dtype}, {a.reps} reps, torch {torch.__version__}, bitsandbytes {bnb.__version__}")
     print(f"lorakit {count_params(ours)}; PEFT trainable {ref.get_nb_trainable_parameters()[0]:,}; "

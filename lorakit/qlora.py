@@ -37,9 +37,10 @@ def bnb_quant_state(q:NF4Weight)->bnbF.QuantState:
     return bnbF.QuantState(absmax=q.absmax, shape=q.shape, code=code_table('nf4', dev), blocksize=q.blocksize, quant_type='nf4', dtype=q.dtype, **nested)
 
 def _bnb_is_faster(q:NF4Weight)->bool:
-    "On CUDA always; on CPU for half-precision weights whose blocks fit in a row (see 03_nf4)."
+    "On CUDA always; on CPU for half-precision or cache-sized weights, if their blocks fit in a row (see 03_nf4)."
     if q.packed.device.type == 'cuda': return True
-    return q.dtype != torch.float32 and len(q.shape) == 2 and q.blocksize <= q.shape[1] and q.shape[1] % 2 == 0
+    kernel_ok = len(q.shape) == 2 and q.blocksize <= q.shape[1] and q.shape[1] % 2 == 0
+    return kernel_ok and (q.dtype != torch.float32 or q.numel <= 1 << 22)
 
 # %% ../nbs/04_qlora.ipynb #288de2fa
 def dequantize_for_matmul(q:NF4Weight, # the quantized weight
