@@ -173,6 +173,8 @@ class Llama(nn.Module):
         self.model.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         if cfg.tie_word_embeddings: self.lm_head.weight = self.model.embed_tokens.weight
+        for m in self.modules():  # N(0, 0.02), as Llama is trained from scratch; a checkpoint overwrites it
+            if isinstance(m, (nn.Linear, nn.Embedding)): nn.init.normal_(m.weight, std=0.02)
 
     def forward(self, ids:torch.Tensor, cache:KVCache|None=None)->torch.Tensor:
         start = cache.pos if cache is not None else 0
