@@ -205,6 +205,8 @@ def atomic_path(path:str|Path, # where the file should end up
     if not path.parent.is_dir(): raise FileNotFoundError(f"{path.parent} does not exist: create it first, e.g. mkdir -p {path.parent}")
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
     os.close(fd)
+    umask = os.umask(0); os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; give it the mode a plain open() would
     try:
         yield Path(tmp)
         os.replace(tmp, path)

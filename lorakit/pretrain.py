@@ -117,7 +117,8 @@ def pretrain_cli(out:str='lorakit-base', # directory to write the checkpoint to
 # %% ../nbs/06a_pretrain.ipynb #def22c98
 def base_path()->Path:
     "The directory of the pretrained base that ships with lorakit."
-    return Path(__file__).parent/'base'
+    import lorakit
+    return Path(lorakit.__file__).parent/'base'
 
 def load_base(dtype='float32', device=None, quantize:bool|dict=False)->Llama:
     "Load lorakit's pretrained byte-level Shakespeare Llama."
