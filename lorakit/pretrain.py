@@ -6,7 +6,7 @@ Docs: https://lorakit.github.io/lorakit/pretrain.html.md"""
 
 # %% ../nbs/06a_pretrain.ipynb #287bd446
 from __future__ import annotations
-import json, math, time
+import copy, json, math, time
 from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import torch, torch.nn.functional as F
@@ -98,9 +98,9 @@ def pretrain(recipe:Recipe, docs:list[str], out:str|Path|None=None, time_limit:f
 
 # %% ../nbs/06a_pretrain.ipynb #f8d30ed1
 def save_base(model:Llama, info:dict, out:str|Path):
-    "Write the checkpoint in bf16, with `recipe.json` beside it."
+    "Write a bf16 copy of `model` to `out`, with `recipe.json` beside it."
     out = Path(out)
-    model.to(torch.bfloat16).save_pretrained(out)
+    copy.deepcopy(model).to(torch.bfloat16).save_pretrained(out)
     with atomic_path(out/'recipe.json') as t: t.write_text(json.dumps(info, indent=2))
 
 # %% ../nbs/06a_pretrain.ipynb #bf9ffeea
