@@ -96,10 +96,11 @@ def merge_adapter(model_dir:str|Path, adapter_dir:str|Path, out:str|Path, dtype:
     return model
 
 @call_parse
-def merge_cli(model:str, # base checkpoint directory
-              adapter:str, # adapter directory (lorakit or PEFT)
-              out:str, # where to write the merged checkpoint
+def merge_cli(model:str=None, # base checkpoint directory
+              adapter:str=None, # adapter directory (lorakit or PEFT)
+              out:str=None, # where to write the merged checkpoint
               dtype:str='float32'): # dtype to merge and save in
     "Merge a LoRA adapter into its base and write a Hugging Face checkpoint."
+    if None in (model, adapter, out): raise ValueError("lorakit-merge needs --model DIR --adapter DIR --out DIR")
     merge_adapter(model, adapter, out, dtype)
     print(f"merged {adapter} into {model}: wrote {out}")
