@@ -45,11 +45,15 @@ class Recipe:
                            num_key_value_heads=self.num_key_value_heads, max_position_embeddings=self.seq_len, tie_word_embeddings=True)
 
 # %% ../nbs/06a_pretrain.ipynb #f9907556
-def lr_at(step:int, recipe:Recipe)->float:
-    "Learning rate at `step`: linear warm-up to `recipe.lr`, then cosine decay to a tenth of it."
-    if step < recipe.warmup: return recipe.lr * (step + 1) / recipe.warmup
-    t = (step - recipe.warmup) / max(1, recipe.steps - recipe.warmup)
-    return recipe.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(t, 1.0))))
+def lr_at(step:int, # the optimizer step, from 0
+          steps:int, # total steps
+          lr:float, # peak learning rate
+          warmup:int=100, # steps of linear warm-up
+         )->float:
+    "Learning rate at `step`: linear warm-up to `lr`, then cosine decay to a tenth of it."
+    if step < warmup: return lr * (step + 1) / warmup
+    t = (step - warmup) / max(1, steps - warmup)
+    return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(t, 1.0))))
 
 # %% ../nbs/06a_pretrain.ipynb #c43cca25
 def unigram_loss(train_ids:torch.Tensor, valid_ids:torch.Tensor, vocab_size:int)->float:
@@ -82,7 +86,7 @@ def pretrain(recipe:Recipe, docs:list[str], out:str|Path|None=None, time_limit:f
     loader, step, t0, hist = PackedLoader(data.xt, data.yt, recipe.bs, seed=recipe.seed), 0, time.time(), []
     while step < recipe.steps and (time_limit is None or time.time() - t0 < time_limit):
         for x, y in loader:
-            for g in opt.param_groups: g['lr'] = lr_at(step, recipe)
+            for g in opt.param_groups: g['lr'] = lr_at(step, recipe.steps, recipe.lr, recipe.warmup)
             loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=-100)
             opt.zero_grad(set_to_none=True); loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step(); step += 1
