@@ -206,9 +206,9 @@ def atomic_path(path:str|Path, # where the file should end up
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
     os.close(fd)
     umask = os.umask(0); os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; give it the mode a plain open() would
     try:
         yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's file is private; give it the mode a plain open() would
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp): os.remove(tmp)

@@ -192,7 +192,7 @@ def _report(model, tok, data, shakespeare_data, bs):
 
 # %% ../nbs/07_train.ipynb #3fc8c6c2
 def finetune(model:str|None=None, data:list|None=None, quant:str='nf4', r:int=8, alpha:float=16, dropout:float=0.05,
-             rslora:bool=False, targets='all-linear', lr:float=2e-3, steps:int=150, bs:int=16, seq_len:int=128,
+             rslora:bool=False, targets='all-linear', lr:float=2e-3, steps:int=250, bs:int=16, seq_len:int=128,
              grad_accum:int=1, grad_ckpt:bool=False, out:str='lorakit-run', resume:bool=False, seed:int=0,
              device:str|None=None, log=print)->dict:
     "QLoRA fine-tune of `model` (default: the shipped base) on `data` files (default: Python's docs); returns before/after losses."
@@ -230,7 +230,7 @@ def train_cli(model:str=None, # a local Llama checkpoint directory; default: lor
               quant:str='nf4', # 'nf4' (QLoRA) or 'none' (LoRA on the full-precision base)
               r:int=8, alpha:float=16, dropout:float=0.05, rslora:store_true=False,
               targets:str='all-linear', # 'all-linear', a regex, or comma-separated layer names
-              lr:float=2e-3, steps:int=150, bs:int=16, seq_len:int=128, grad_accum:int=1, grad_ckpt:store_true=False,
+              lr:float=2e-3, steps:int=250, bs:int=16, seq_len:int=128, grad_accum:int=1, grad_ckpt:store_true=False,
               out:str='lorakit-run', resume:store_true=False, seed:int=0, device:str=None):
     "Fine-tune a Llama with QLoRA; with no arguments, adapt the shipped Shakespeare base to Python's docs."
     tg = targets if targets == 'all-linear' or not targets.replace('_', '').replace(',', '').isalnum() else targets.split(',')
