@@ -196,7 +196,9 @@ def _weight_files(d:Path)->dict[str, Path]:
     if (d/'model.safetensors.index.json').exists():
         return {k: d/f for k, f in json.loads((d/'model.safetensors.index.json').read_text())['weight_map'].items()}
     if (d/'model.safetensors').exists():
-        with safe_open(d/'model.safetensors', 'pt') as f: return {k: d/'model.safetensors' for k in f.keys()}
+        try:
+            with safe_open(d/'model.safetensors', 'pt') as f: return {k: d/'model.safetensors' for k in f.keys()}
+        except Exception as e: raise ValueError(f"{d/'model.safetensors'} is not a readable safetensors file ({e}): the checkpoint is corrupt or incomplete") from None
     raise FileNotFoundError(f"no model.safetensors or model.safetensors.index.json in {d}: lorakit loads safetensors checkpoints only")
 
 def _check_names(model:nn.Module, files:dict):
