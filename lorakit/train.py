@@ -80,7 +80,7 @@ def set_rng_state(st:dict):
     name, keys, pos, has_gauss, gauss = st['numpy']
     np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
 
-# %% ../nbs/07_train.ipynb #20ad9e3d
+# %% ../nbs/07_train.ipynb #af2129a3
 def save_checkpoint(path:Path, model:nn.Module, opt, loader:PackedLoader, step:int, history:list):
     "Write the training state to `path` atomically."
     state = dict(step=step, lora=lora_state_dict(model), optimizer=opt.state_dict(), loader=loader.state_dict(), rng=rng_state(), history=history)
@@ -97,7 +97,7 @@ def load_checkpoint(path:Path, model:nn.Module, opt, loader:PackedLoader)->tuple
     opt.load_state_dict(state['optimizer']); loader.load_state_dict(state['loader']); set_rng_state(state['rng'])
     return state['step'], state['history']
 
-# %% ../nbs/07_train.ipynb #f04d4658
+# %% ../nbs/07_train.ipynb #e4aebe9f
 class TrainingStopped(Exception):
     "Training stopped before the last step; the last checkpoint is intact."
 
@@ -109,7 +109,7 @@ def _batches(loader):
 
 def _use_autocast(device)->bool: return device.type == 'cuda' and torch.cuda.is_bf16_supported()
 
-# %% ../nbs/07_train.ipynb #e4aebe9f
+# %% ../nbs/07_train.ipynb #fe0db75e
 def train(model:nn.Module, # a model whose trainable parameters (the LoRA weights) will be trained
           data:LMData, # packed train and valid rows, from `lm_data`
           steps:int=200, lr:float=2e-3, bs:int=16, grad_accum:int=1,
@@ -154,7 +154,7 @@ def train(model:nn.Module, # a model whose trainable parameters (the LoRA weight
         raise TrainingStopped(f"interrupted at step {step}; " + (f"the checkpoint of step {saved} in {out} is intact: continue with --resume" if out else "nothing was saved")) from None
     return history
 
-# %% ../nbs/07_train.ipynb #220148d2
+# %% ../nbs/07_train.ipynb #199d5970
 def plot_history(history:list[dict], path:str|Path|None=None):
     "Train/valid loss, learning rate and grad norm against step; saved to `path` if given. Returns the figure."
     import matplotlib.pyplot as plt
@@ -176,7 +176,7 @@ def sample_text(model, tok, prompt:str, n:int=120, seed:int=0)->str:
     ids = torch.tensor([tok.encode(prompt)[:ctx//2]], device=next(model.parameters()).device)
     return tok.decode(generate(model, ids, min(n, ctx - ids.shape[1]), temperature=0.8, top_k=20, seed=seed)[0].tolist())
 
-# %% ../nbs/07_train.ipynb #1bb44c2c
+# %% ../nbs/07_train.ipynb #3fc8c6c2
 def _load(model_dir, quant, device):
     "The model and tokenizer, and whether it is the shipped base."
     d = Path(model_dir) if model_dir else base_path()
@@ -190,7 +190,7 @@ def _report(model, tok, data, shakespeare_data, bs):
     if shakespeare_data is not None: r['shakespeare'] = evaluate_lm(model, shakespeare_data.xv.to(dev), shakespeare_data.yv.to(dev), bs, 20)
     return r
 
-# %% ../nbs/07_train.ipynb #3fc8c6c2
+# %% ../nbs/07_train.ipynb #338b1340
 def finetune(model:str|None=None, data:list|None=None, quant:str='nf4', r:int=8, alpha:float=16, dropout:float=0.05,
              rslora:bool=False, targets='all-linear', lr:float=2e-3, steps:int=250, bs:int=16, seq_len:int=128,
              grad_accum:int=1, grad_ckpt:bool=False, out:str='lorakit-run', resume:bool=False, seed:int=0,
@@ -214,7 +214,7 @@ def finetune(model:str|None=None, data:list|None=None, quant:str='nf4', r:int=8,
     log("after:  " + ', '.join(f"{k} loss {v:.3f}" for k, v in after.items()) + f"\nwrote {o}/: metrics.jsonl curves.png samples.txt checkpoint.pt adapter.safetensors")
     return dict(before=before, after=after, history=hist)
 
-# %% ../nbs/07_train.ipynb #d6a4c40f
+# %% ../nbs/07_train.ipynb #d55f31b0
 def run_guarded(f, *args, **kwargs)->int:
     "Run `f`; return an exit code, printing one line to stderr for the errors a user can cause."
     try: f(*args, **kwargs); return 0
@@ -223,7 +223,7 @@ def run_guarded(f, *args, **kwargs)->int:
     except (FileNotFoundError, ValueError) as e: print(f"lorakit-train: {e}", file=sys.stderr); return 2
     except OSError as e: print(f"lorakit-train: {e.strerror or e} ({getattr(e, 'filename', '') or 'while writing'}); the last checkpoint is intact", file=sys.stderr); return 1
 
-# %% ../nbs/07_train.ipynb #04ff68d2
+# %% ../nbs/07_train.ipynb #3a974f18
 @call_parse
 def train_cli(model:str=None, # a local Llama checkpoint directory; default: lorakit's shipped Shakespeare base
               data:Annotated[str, "text files (.txt, or .jsonl with a 'text' field); default: Python's reference docs", {'nargs': '*'}]=None,
