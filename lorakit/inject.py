@@ -55,6 +55,15 @@ def _no_match(model, targets, exclude)->str:
     return (f"targets={targets!r} matched no linear layer in {type(model).__name__}{after}. "
             f"Nearest names: {near or short[:8]}. The model's linear layers are named like: {names[:3]}")
 
+# %% ../nbs/02_inject.ipynb #b3d34bb9
+_bypass_forward = (nn.MultiheadAttention,)  # parents that use a child Linear's weight directly, never its forward
+
+def _check_reached(model:nn.Module, names:list[str]):
+    "Raise if a layer in `names` sits in a module that reads its weight without calling its `forward`."
+    bad = [n for n in names if isinstance(model.get_submodule(n.rpartition('.')[0]), _bypass_forward)]
+    if bad: raise ValueError(f"{bad[:4]} {'is' if len(bad) == 1 else 'are'} inside nn.MultiheadAttention, which reads the weight directly and never calls "
+                             f"the layer's forward, so LoRA there would be silently ignored: leave it out with exclude={bad!r}")
+
 # %% ../nbs/02_inject.ipynb #9e7cc799
 def find_targets(model:nn.Module, # the model to search
                  targets='all-linear', # 'all-linear', a regex string (full match), or a list of names or name suffixes
@@ -74,6 +83,7 @@ def find_targets(model:nn.Module, # the model to search
     skip = _matcher(exclude, 'exclude')
     picked = [n for n in picked if not skip(n)]
     if not picked: raise ValueError(_no_match(model, targets, exclude))
+    _check_reached(model, picked)
     return picked
 
 # %% ../nbs/02_inject.ipynb #a632d890

@@ -57,6 +57,7 @@ class LoRALinear(nn.Module):
         super().__init__()
         check_lora_args(base, r, alpha, dropout, init, self.base_type)
         self.base, self.r, self.alpha, self.rslora = base.requires_grad_(False), r, alpha, rslora
+        self.in_features, self.out_features = base.in_features, base.out_features
         self.scale = lora_scale(r, alpha, rslora)
         kw = dict(device=base.weight.device, dtype=dtype or base.weight.dtype)
         self.A = nn.Parameter(torch.empty(r, base.in_features, **kw))
@@ -86,6 +87,17 @@ def reset_lora(self:LoRALinear, init:str='kaiming'):
 @patch
 def extra_repr(self:LoRALinear):
     return f"r={self.r}, alpha={self.alpha}, scale={self.scale:.4g}, rslora={self.rslora}, merged={self.merged}"
+
+# %% ../nbs/01_lora.ipynb #523a3290
+@patch(as_prop=True)
+def weight(self:LoRALinear)->torch.Tensor:
+    "The base layer's weight (without the LoRA update)."
+    return self.base.weight
+
+@patch(as_prop=True)
+def bias(self:LoRALinear)->torch.Tensor|None:
+    "The base layer's bias."
+    return self.base.bias
 
 # %% ../nbs/01_lora.ipynb #e1348f37
 @patch

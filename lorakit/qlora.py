@@ -132,7 +132,7 @@ class QLoRALinear(LoRALinear):
 
 @patch
 def merge(self:QLoRALinear):
-    raise RuntimeError("an NF4 base can't take the LoRA update in place: use merge_to_16bit(model), which is exact, "
+    raise RuntimeError("an NF4 base can't take the LoRA update in place: use merge_to_16bit(model), which keeps the trained model (exactly, in float32), "
                        "or merge_to_nf4(model), which requantizes and adds error")
 
 QLoRALinear.unmerge = QLoRALinear.merge
@@ -174,7 +174,7 @@ def _swap_qlora(model:nn.Module, make)->nn.Module:
 def merge_to_16bit(model:nn.Module, # a model with QLoRA layers, changed in place
                    dtype:torch.dtype|None=None, # dtype of the merged weights; default: what each base was quantized from
                   )->nn.Module:
-    "Fold each `QLoRALinear`'s update into its dequantized base, giving plain frozen `nn.Linear` layers. Exact."
+    "Fold each `QLoRALinear`'s update into its dequantized base, giving plain frozen `nn.Linear` layers: exact in float32; a 16-bit `dtype` rounds each weight once."
     def make(m):
         W = _merged_weight(m)
         lin = nn.Linear(m.base.in_features, m.base.out_features, bias=m.base.bias is not None, device=W.device, dtype=dtype or m.base.q.dtype)
@@ -199,5 +199,5 @@ def merge_to_nf4(model:nn.Module, # a model with QLoRA layers, changed in place
     if errs:
         e, d = sum(errs)/len(errs), sum(deltas)/len(deltas)
         warnings.warn(f"merge_to_nf4 requantized {len(errs)} layer{'s'*(len(errs) != 1)}: mean |error| {e:.3g} over the exact merge, {e/max(d, 1e-30):.2f}x "
-                      f"the mean |update| {d:.3g} that LoRA learned. merge_to_16bit is exact.", UserWarning)
+                      f"the mean |update| {d:.3g} that LoRA learned. merge_to_16bit keeps the trained model (exactly, in float32).", UserWarning)
     return model
