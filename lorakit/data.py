@@ -107,17 +107,27 @@ class HFTokenizer:
     def __repr__(self): return f"HFTokenizer({str(self.path)!r}, vocab_size={self.vocab_size}, bos_id={self.bos_id}, eos_id={self.eos_id})"
 
 # %% ../nbs/06_data.ipynb #284fd247
-def load_tokenizer(path:str|Path|None=None, # a checkpoint directory; None for the byte tokenizer
-                  ):
-    "The tokenizer of the checkpoint at `path`: `HFTokenizer` if it has a tokenizer.json, else `ByteTokenizer`."
-    if path is None: return ByteTokenizer()
-    d = Path(path)
+def _tokenizer_in(d:Path, vocab_size:int|None):
+    "`HFTokenizer` if `d` has a tokenizer.json, else `ByteTokenizer` if the model's `vocab_size` allows it."
     if not d.is_dir(): raise FileNotFoundError(f"{d} is not a directory: pass the checkpoint directory, or None for the byte tokenizer")
     if (d/'tokenizer.json').is_file(): return HFTokenizer(d)
     if (d/'tokenizer.model').is_file():
         raise ValueError(f"{d} has a SentencePiece tokenizer.model but no tokenizer.json; write one once with transformers: "
                          f"AutoTokenizer.from_pretrained('{d}').save_pretrained('{d}')")
+    if vocab_size is not None and vocab_size != ByteTokenizer.vocab_size:
+        raise ValueError(f"{d} has no tokenizer.json, and its vocab_size {vocab_size} is not the byte tokenizer's {ByteTokenizer.vocab_size}: "
+                         f"copy the model's tokenizer.json into {d}")
     return ByteTokenizer()
+
+def load_tokenizer(path:str|Path|None=None, # a checkpoint directory; None for the byte tokenizer
+                   vocab_size:int|None=None, # the model's `config.vocab_size`, to check the tokenizer against
+                  ):
+    "The tokenizer of the checkpoint at `path`: `HFTokenizer` if it has a tokenizer.json, else `ByteTokenizer`."
+    tok = ByteTokenizer() if path is None else _tokenizer_in(Path(path), vocab_size)
+    if vocab_size is not None and tok.vocab_size > vocab_size:
+        raise ValueError(f"the tokenizer has {tok.vocab_size} ids but the model's vocab_size is {vocab_size}, so it is not this checkpoint's tokenizer "
+                         f"(ids >= {vocab_size} would index past the embedding)")
+    return tok
 
 # %% ../nbs/06_data.ipynb #8d0bb6e5
 def _read_utf8(path:Path)->str:
@@ -135,17 +145,43 @@ def _jsonl_doc(line:str, i:int, field:str, path:Path)->str:
     try: obj = json.loads(line)
     except json.JSONDecodeError as e: raise ValueError(f"{path}, line {i}: not valid JSON ({e.msg})") from None
     if not isinstance(obj, dict) or not isinstance(obj.get(field), str):
-        raise ValueError(f"{path}, line {i} has no string field {field!r}: pass field= the key that holds the text")
+        raise ValueError(f"{path}, line {i} has no string field {field!r}: name the key that holds the text "
+                         f"with field= (read_texts), or --field on the command line")
     return obj[field]
 
-def read_texts(path:str|Path, # a .txt file (one document) or a .jsonl file (one per line)
+# %% ../nbs/06_data.ipynb #4d5a8c02
+def _chunks(text:str, n:int)->list[str]:
+    "`text` cut at line ends into chunks of at most `n` characters; a longer line is cut between words."
+    lines = re.findall(r'[^\n]*\n|[^\n]+', text)
+    pieces = [u for l in lines for u in ([l] if len(l) <= n else re.findall(r'\s*\S+\s*', l))]
+    chunks, cur = [], ''
+    for u in pieces:
+        if cur and len(cur) + len(u) > n: chunks.append(cur); cur = ''
+        cur += u
+    return [c.strip() for c in chunks + [cur] if c.strip()]
+
+def _txt_docs(text:str, chunk_chars:int)->list[str]:
+    "The paragraphs of `text`; a text without blank lines, longer than `chunk_chars`, in chunks."
+    paras = [p.strip() for p in re.split(r'\n\s*\n', text) if p.strip()]
+    return _chunks(paras[0], chunk_chars) if len(paras) == 1 and len(paras[0]) > chunk_chars else paras
+
+# %% ../nbs/06_data.ipynb #ad0b2a9a
+_suffixes = ('.txt', '.jsonl')
+
+def read_texts(path:str|Path, # a .txt file, a .jsonl file, or a directory of them
                field:str='text', # the key of each JSON line that holds the document
+               chunk_chars:int=2000, # the most characters in a chunk of a .txt file without blank lines
               )->list[str]:
-    "The documents in `path`, in file order."
+    "The documents in `path`: a .txt file's paragraphs (or chunks), a .jsonl file's lines, or those of every such file under a directory."
     path = Path(path)
-    if path.suffix not in ('.txt', '.jsonl'): raise ValueError(f"{path}: unknown suffix {path.suffix!r}; use .txt (one document) or .jsonl (one JSON object per line)")
+    if path.is_dir():
+        files = sorted(f for f in path.rglob('*') if f.suffix in _suffixes and f.is_file()
+                       and not any(part.startswith('.') for part in f.relative_to(path).parts))
+        if not files: raise FileNotFoundError(f"{path} holds no .txt or .jsonl files: put the documents in files with one of those suffixes")
+        return [doc for f in files for doc in read_texts(f, field, chunk_chars)]
+    if path.suffix not in _suffixes: raise ValueError(f"{path}: unknown suffix {path.suffix!r}; use .txt (paragraphs), .jsonl (one JSON object per line), or a directory of them")
     text = _read_utf8(path)
-    if path.suffix == '.txt': return [text]
+    if path.suffix == '.txt': return _txt_docs(text, chunk_chars)
     return [_jsonl_doc(l, i, field, path) for i, l in enumerate(text.split('\n'), 1) if l.strip()]
 
 # %% ../nbs/06_data.ipynb #7d81b4ad

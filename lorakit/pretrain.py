@@ -64,16 +64,20 @@ def unigram_loss(train_ids:torch.Tensor, valid_ids:torch.Tensor, vocab_size:int)
 
 # %% ../nbs/06a_pretrain.ipynb #fddf7df9
 @torch.no_grad()
-def evaluate_lm(model:Llama, x:torch.Tensor, y:torch.Tensor, bs:int=16, max_batches:int|None=None)->float:
-    "Mean next-token cross-entropy of `model` on rows `x` with targets `y` (-100 is ignored)."
+def evaluate_lm(model:Llama, x:torch.Tensor, y:torch.Tensor, # rows of inputs, and their targets (-100 is ignored)
+                bs:int=16, max_batches:int|None=None, # evaluate only the first `max_batches` batches of `bs` rows
+               )->float:
+    "Mean next-token cross-entropy of `model` over the labelled tokens of the rows `x` with targets `y`, in eval mode."
+    was_training, total, n = model.training, 0., 0
     model.eval()
-    losses = []
-    for i in range(0, len(x), bs):
-        if max_batches is not None and len(losses) >= max_batches: break
-        logits = model(x[i:i+bs])
-        losses.append(F.cross_entropy(logits.flatten(0, 1).float(), y[i:i+bs].flatten(), ignore_index=-100).item())
-    model.train()
-    return sum(losses) / len(losses)
+    try:
+        for i in range(0, len(x) if max_batches is None else min(len(x), max_batches*bs), bs):
+            t = y[i:i+bs].flatten()
+            total += F.cross_entropy(model(x[i:i+bs]).flatten(0, 1).float(), t, ignore_index=-100, reduction='sum').item()
+            n += (t != -100).sum().item()
+    finally: model.train(was_training)
+    if n == 0: raise ValueError("no labelled tokens to evaluate: every target is -100")
+    return total / n
 
 # %% ../nbs/06a_pretrain.ipynb #b908e2c1
 def pretrain(recipe:Recipe, docs:list[str], out:str|Path|None=None, time_limit:float|None=None, log=print)->tuple[Llama, dict]:
