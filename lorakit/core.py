@@ -6,18 +6,17 @@ Docs: https://lorakit.github.io/lorakit/core.html.md"""
 
 # %% ../nbs/00_core.ipynb #f5c0a959
 from __future__ import annotations
-import math, os, random, tempfile
+import math, os, random, re, shutil, tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
 from fastcore.basics import ifnone
-from fastcore.script import call_parse
 
 # %% auto #0
 __all__ = ['set_seed', 'get_device', 'get_dtype', 'ParamCount', 'count_params', 'Block', 'ProxyData', 'proxy_task', 'CheckError',
-           'check_loss_at_init', 'overfit_one_batch', 'evaluate', 'fit_proxy', 'plot_curves', 'atomic_path',
-           'proxy_cli']
+           'check_loss_at_init', 'overfit_one_batch', 'check_arg', 'evaluate', 'fit_proxy', 'plot_curves',
+           'atomic_path', 'clean_tmp', 'atomic_dir', 'run_proxy']
 
 # %% ../nbs/00_core.ipynb #24e13f04
 def set_seed(seed:int=42, # seed for Python's `random`, NumPy and torch (CPU and every GPU)
@@ -153,6 +152,15 @@ def overfit_one_batch(model:nn.Module, # the model to train, in place
                      + ("Find where they drop out of the graph (a .detach(), a layer skipped in forward)." if no_grad
                         else "Every parameter learns: raise `steps` or `lr`, or check that the model can fit the task."))
 
+# %% ../nbs/00_core.ipynb #80b6389f
+def check_arg(name:str, # the argument's name, as the caller wrote it (e.g. 'steps' or '--steps')
+              value, # what it got
+              ok:bool, # whether `value` is allowed
+              want:str, # what is allowed, e.g. 'an int >= 1'
+             ):
+    "Raise `ValueError('{name} must be {want}, got {value!r}')` unless `ok`."
+    if not ok: raise ValueError(f"{name} must be {want}, got {value!r}")
+
 # %% ../nbs/00_core.ipynb #9798711f
 def evaluate(model, x:torch.Tensor, y:torch.Tensor)->tuple[float,float]:
     "Cross-entropy and accuracy of `model` on `x`, `y`, without gradients."
@@ -168,6 +176,8 @@ def fit_proxy(model:nn.Module, # the model to train, in place
               seed:int=0, # seed of the batch order
              )->dict:
     "Train `model` on the proxy task; return train losses per step and (step, valid loss, valid accuracy) rows."
+    for k, v in dict(steps=steps, bs=bs, eval_every=eval_every).items(): check_arg(k, v, type(v) is int and v >= 1, 'an int >= 1')
+    check_arg('lr', lr, isinstance(lr, (int, float)) and lr > 0, 'a number > 0')
     ps = [p for p in model.parameters() if p.requires_grad]
     if not ps: raise ValueError("model has no trainable parameters: nothing to fit")
     opt, g = torch.optim.Adam(ps, lr=lr), torch.Generator().manual_seed(seed)
@@ -213,9 +223,39 @@ def atomic_path(path:str|Path, # where the file should end up
     finally:
         if os.path.exists(tmp): os.remove(tmp)
 
+# %% ../nbs/00_core.ipynb #135c2283
+_tmp_name = re.compile(r'\..+\.[a-z0-9_]{8}\.tmp')  # what tempfile.mkstemp makes for atomic_path
+
+def clean_tmp(d:str|Path)->list[str]:
+    "Remove the temporary files that an interrupted `atomic_path` left in directory `d`; return their names."
+    gone = sorted(f.name for f in Path(d).iterdir() if f.is_file() and _tmp_name.fullmatch(f.name))
+    for name in gone: (Path(d)/name).unlink()
+    return gone
+
+# %% ../nbs/00_core.ipynb #3477594d
+@contextmanager
+def atomic_dir(path:str|Path, # the directory to create or replace
+               overwrite:bool=False, # replace `path` if it holds files
+              ):
+    "Yield a temporary directory beside `path`; rename it onto `path` only if the block succeeds."
+    path = Path(path)
+    if path.exists() and not path.is_dir(): raise ValueError(f"{path} exists and is not a directory: pick another path")
+    if path.is_dir() and any(path.iterdir()) and not overwrite: raise ValueError(f"{path} is not empty: pass overwrite=True (--overwrite) to replace it, or pick another path")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp'))
+    old = tmp.with_name(tmp.name + '.old')
+    umask = os.umask(0); os.umask(umask)
+    try:
+        yield tmp
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's directory is private; give it the mode a plain mkdir would
+        if path.exists(): os.replace(path, old)
+        os.replace(tmp, path)
+        if old.exists(): shutil.rmtree(old)
+    finally:
+        if tmp.exists(): shutil.rmtree(tmp)
+
 # %% ../nbs/00_core.ipynb #565b101d
-@call_parse
-def proxy_cli(sz:int=16, # width of `Block`, and the number of classes
+def run_proxy(sz:int=16, # width of `Block`, and the number of classes
               steps:int=400, # optimizer steps
               lr:float=5e-2, # Adam learning rate
               bs:int=64, # batch size
@@ -223,7 +263,7 @@ def proxy_cli(sz:int=16, # width of `Block`, and the number of classes
               plot:str=None, # save the learning curve to this PNG file
              ):
     "Train `Block` on the proxy task and print its learning curve."
-    if plot and not Path(plot).parent.is_dir(): raise ValueError(f"--plot: {Path(plot).parent} does not exist: create it first")
+    if plot and not Path(plot).parent.is_dir(): raise FileNotFoundError(f"plot={plot}: {Path(plot).parent} does not exist: create it first")
     set_seed(seed)
     data, m = proxy_task(sz=sz, seed=seed), Block(sz)
     loss0 = check_loss_at_init(m, data.xv, data.yv)

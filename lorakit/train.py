@@ -1,4 +1,4 @@
-"""The training loop, checkpoints and resume, and `lorakit-train`: QLoRA on the shipped base, or on your own checkpoint and data.
+"""The training loop: one config object, token-weighted gradient accumulation, checkpoints that resume exactly, and stops that lose nothing.
 
 Docs: https://lorakit.github.io/lorakit/train.html.md"""
 
@@ -6,24 +6,73 @@ Docs: https://lorakit.github.io/lorakit/train.html.md"""
 
 # %% ../nbs/07_train.ipynb #e36cd8b1
 from __future__ import annotations
-import contextlib, errno, json, math, random, sys, time
+import contextlib, hashlib, json, math, random, shutil, signal, sys, tempfile, threading, time
+from dataclasses import dataclass, asdict
 from pathlib import Path
 import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
-from typing import Annotated
-from fastcore.script import call_parse, store_true
-from safetensors.torch import save_file
 from .core import *
-from .inject import add_lora, lora_state_dict, lora_summary
-from .qlora import quantize_base
+from .inject import lora_state_dict
 from .model import Llama, generate
 from .data import *
-from .pretrain import lr_at, evaluate_lm, base_path
+from .pretrain import lr_at, evaluate_lm
 
 # %% auto #0
-__all__ = ['one_cycle_lr', 'lr_schedule', 'lm_loss', 'grad_checkpointing', 'Progress', 'rng_state', 'set_rng_state',
-           'save_checkpoint', 'load_checkpoint', 'TrainingStopped', 'train', 'plot_history', 'sample_text', 'finetune',
-           'run_guarded', 'train_cli']
+__all__ = ['RUN_FILES', 'TrainConfig', 'one_cycle_lr', 'lr_schedule', 'lm_loss', 'backward_tokens', 'grad_checkpointing',
+           'Progress', 'rng_state', 'set_rng_state', 'fingerprint', 'save_checkpoint', 'load_checkpoint',
+           'prepare_run_dir', 'TrainingStopped', 'stop_on_sigint', 'train', 'plot_history', 'sample_text']
+
+# %% ../nbs/07_train.ipynb #8ea25d67
+_quants, _schedules = ('nf4', 'none'), ('cosine', 'onecycle')
+
+@dataclass
+class TrainConfig:
+    "Every setting of a fine-tune: what `lorakit-train` fills from its flags, saves with the run, and checks on resume."
+    model:str|None=None # a local Llama checkpoint directory; None: lorakit's shipped Shakespeare base
+    data:list|None=None # .txt or .jsonl files, or directories of them; None: Python's reference docs
+    field:str='text' # the key of each .jsonl line that holds the text
+    quant:str='nf4' # 'nf4' (QLoRA: the base in 4 bits) or 'none' (LoRA on the full-precision base)
+    dtype:str='auto' # the base's dtype: 'auto' is bf16 on a GPU that supports it, else float32
+    r:int=8 # LoRA rank
+    alpha:float=16 # LoRA alpha: the update is scaled by alpha/r
+    dropout:float=0.05 # dropout on the LoRA path's input
+    rslora:bool=False # scale by alpha/sqrt(r) instead
+    targets:str|list='all-linear' # 'all-linear', a regex, or a list of layer names
+    lr:float=2e-3 # peak learning rate
+    steps:int=250 # optimizer steps
+    bs:int=16 # rows per micro-batch
+    seq_len:int=128 # tokens per row
+    grad_accum:int=1 # micro-batches per optimizer step
+    schedule:str='cosine' # 'cosine' (warm-up, then cosine down to lr/10) or 'onecycle'
+    warmup:int=20 # warm-up steps of the cosine schedule
+    clip:float=1.0 # clip the total gradient norm to this
+    weight_decay:float=0.0 # AdamW's weight decay
+    grad_ckpt:bool=False # recompute activations in backward, for memory
+    autocast:bool|None=None # bf16 autocast; None: on for a GPU that supports bf16
+    eval_every:int|None=None # validate every this many steps; None: five times a run (only at the end of a run under 25 steps)
+    eval_batches:int=10 # batches per validation
+    save_every:int=100 # checkpoint every this many steps (and at the end, and on Ctrl-C)
+    seed:int=0 # seed of the LoRA init, the data split and order, and dropout
+    out:str|None=None # the run directory; None writes nothing
+    device:str|None=None # 'cpu', 'cuda', 'cuda:1'; None: the GPU if there is one
+
+    def __post_init__(self): _check_config(self)
+
+# %% ../nbs/07_train.ipynb #a5faabd9
+def _is_int(v, lo:int=1)->bool: return type(v) is int and v >= lo
+def _is_num(v)->bool: return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+def _check_config(c:TrainConfig):
+    "Raise a ValueError naming the flag, for the first setting of `c` that can't work."
+    for k in ('steps', 'bs', 'grad_accum', 'save_every', 'eval_batches', 'r'): check_arg(f'--{k.replace("_", "-")}', getattr(c, k), _is_int(getattr(c, k)), 'an int >= 1')
+    check_arg('--seq-len', c.seq_len, _is_int(c.seq_len, 2), 'an int >= 2')
+    check_arg('--warmup', c.warmup, _is_int(c.warmup, 0), 'an int >= 0')
+    check_arg('--eval-every', c.eval_every, c.eval_every is None or _is_int(c.eval_every), 'an int >= 1')
+    for k in ('lr', 'alpha', 'clip'): check_arg(f'--{k}', getattr(c, k), _is_num(getattr(c, k)) and getattr(c, k) > 0, 'a number > 0')
+    check_arg('--weight-decay', c.weight_decay, _is_num(c.weight_decay) and c.weight_decay >= 0, 'a number >= 0')
+    check_arg('--dropout', c.dropout, _is_num(c.dropout) and 0 <= c.dropout < 1, 'a number in [0, 1)')
+    check_arg('--quant', c.quant, c.quant in _quants, f'one of {_quants}')
+    check_arg('--schedule', c.schedule, c.schedule in _schedules, f'one of {_schedules}')
+    if c.dtype != 'auto': get_dtype(c.dtype)  # raises, naming the dtypes it knows
 
 # %% ../nbs/07_train.ipynb #e57b6db6
 def one_cycle_lr(step:int, steps:int, lr:float, pct:float=0.25)->float:
@@ -32,27 +81,34 @@ def one_cycle_lr(step:int, steps:int, lr:float, pct:float=0.25)->float:
     cos = lambda a, b, t: b + (a - b) * 0.5 * (1 + math.cos(math.pi * t))
     return cos(lr/25, lr, step/up) if step < up else cos(lr, lr/1e4, min(1., (step - up)/max(1, steps - up)))
 
-_schedules = ('cosine', 'onecycle')
-
 def lr_schedule(kind:str, steps:int, lr:float, warmup:int=20):
     "A function from step to learning rate: 'cosine' (warm-up then cosine, `lr_at`) or 'onecycle'."
     if kind not in _schedules: raise ValueError(f"schedule must be one of {_schedules}, got {kind!r}")
     return (lambda s: lr_at(s, steps, lr, warmup)) if kind == 'cosine' else (lambda s: one_cycle_lr(s, steps, lr))
 
 # %% ../nbs/07_train.ipynb #80aa6c36
-def lm_loss(model:nn.Module, x:torch.Tensor, y:torch.Tensor)->torch.Tensor:
-    "Mean next-token cross-entropy of `model` on inputs `x`, ignoring labels of -100."
-    return F.cross_entropy(model(x).flatten(0, 1).float(), y.flatten(), ignore_index=-100)
+def lm_loss(model:nn.Module, x:torch.Tensor, y:torch.Tensor, reduction:str='mean')->torch.Tensor:
+    "Next-token cross-entropy of `model` on inputs `x`, ignoring labels of -100: the mean over labelled tokens, or their 'sum'."
+    return F.cross_entropy(model(x).flatten(0, 1).float(), y.flatten(), ignore_index=-100, reduction=reduction)
+
+# %% ../nbs/07_train.ipynb #0d705b82
+def backward_tokens(model:nn.Module, # the model being trained
+                    batches:list, # the (x, y) micro-batches of one optimizer step
+                    amp=contextlib.nullcontext(), # a context to run forward in, such as `torch.autocast`
+                   )->float:
+    "Backpropagate the mean loss over every labelled token of `batches`, one micro-batch at a time; return that mean."
+    n = sum(int((y != -100).sum()) for _, y in batches)
+    dev, loss = next(model.parameters()).device, 0.
+    for x, y in batches:
+        with amp: l = lm_loss(model, x.to(dev), y.to(dev), 'sum') / max(n, 1)
+        l.backward(); loss += l.item()
+    return loss
 
 # %% ../nbs/07_train.ipynb #3b7ce317
 def grad_checkpointing(model:Llama, on:bool=True)->Llama:
     "Recompute each decoder layer's activations in backward instead of keeping them (non-reentrant); `on=False` undoes it."
-    for layer in model.model.layers:
-        if on and '_plain_forward' not in vars(layer):
-            layer._plain_forward = layer.forward
-            layer.forward = lambda *a, _f=layer._plain_forward, **k: checkpoint(_f, *a, use_reentrant=False, **k)
-        elif not on and '_plain_forward' in vars(layer):
-            layer.forward = vars(layer).pop('_plain_forward')
+    if not hasattr(model, 'grad_ckpt'): raise ValueError(f"{type(model).__name__} has no grad_ckpt switch: gradient checkpointing here works on lorakit's Llama")
+    model.grad_ckpt = on
     return model
 
 # %% ../nbs/07_train.ipynb #f95817a3
@@ -70,88 +126,193 @@ class Progress:
 
 # %% ../nbs/07_train.ipynb #bec08c56
 def rng_state()->dict:
-    "The states of torch's, Python's and NumPy's generators, in types `torch.load(weights_only=True)` accepts."
+    "The states of torch's (CPU and CUDA), Python's and NumPy's generators, in types `torch.load(weights_only=True)` accepts."
     name, keys, pos, has_gauss, gauss = np.random.get_state()
-    return dict(torch=torch.get_rng_state(), python=random.getstate(), numpy=(name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss))
+    st = dict(torch=torch.get_rng_state(), python=random.getstate(), numpy=(name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss))
+    if torch.cuda.is_available(): st['cuda'] = torch.cuda.get_rng_state_all()
+    return st
 
 def set_rng_state(st:dict):
-    "Restore generator states saved by `rng_state`."
+    "Restore generator states saved by `rng_state`; CUDA states are restored where the same number of GPUs is visible."
     torch.set_rng_state(st['torch']); random.setstate(st['python'])
     name, keys, pos, has_gauss, gauss = st['numpy']
     np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    if 'cuda' in st and torch.cuda.is_available() and len(st['cuda']) == torch.cuda.device_count(): torch.cuda.set_rng_state_all(st['cuda'])
 
 # %% ../nbs/07_train.ipynb #af2129a3
-def save_checkpoint(path:Path, model:nn.Module, opt, loader:PackedLoader, step:int, history:list):
-    "Write the training state to `path` atomically."
-    state = dict(step=step, lora=lora_state_dict(model), optimizer=opt.state_dict(), loader=loader.state_dict(), rng=rng_state(), history=history)
+_CKPT_KEYS = ('step', 'lora', 'optimizer', 'loader', 'rng', 'history', 'config', 'data')
+_MAY_CHANGE = ('out', 'device', 'save_every', 'eval_every', 'eval_batches', 'data')  # a resumed run may change these; data is compared by its rows
+
+def fingerprint(*ts:torch.Tensor)->str:
+    "A SHA-256 of the bytes of `ts`: the same rows give the same fingerprint."
+    h = hashlib.sha256()
+    for t in ts: h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+def save_checkpoint(path:Path, model:nn.Module, opt, loader:PackedLoader, step:int, history:list, config:dict, data:str):
+    "Write the training state to `path` atomically, with the run's `config` and the `fingerprint` of its training rows."
+    state = dict(step=step, lora=lora_state_dict(model), optimizer=opt.state_dict(), loader=loader.state_dict(), rng=rng_state(),
+                 history=history, config=config, data=data)
     with atomic_path(path) as t: torch.save(state, t)
 
-def load_checkpoint(path:Path, model:nn.Module, opt, loader:PackedLoader)->tuple[int, list]:
-    "Restore the state saved by `save_checkpoint` into `model`, `opt`, `loader` and the generators; return the step and history."
+# %% ../nbs/07_train.ipynb #a43404ee
+def _check_same_run(path, state:dict, config:dict, data:str):
+    "Raise, naming the first setting that differs, if the checkpoint at `path` is from another run."
+    for k, v in config.items():
+        if k not in _MAY_CHANGE and state['config'].get(k) != v:
+            raise ValueError(f"{path} was trained with {k}={state['config'].get(k)!r}, not {v!r}: resume with the same --{k.replace('_', '-')}, "
+                             f"or start a new run (--overwrite, or another --out)")
+    if state['data'] != data: raise ValueError(f"{path} was trained on other rows: the data files, --field or --seq-len changed since. "
+                                               f"Resume with the same data, or start a new run (--overwrite, or another --out)")
+
+def load_checkpoint(path:Path, model:nn.Module, opt, loader:PackedLoader, config:dict, data:str)->tuple[int, list]:
+    "Check that `path` holds this run's state (same `config` and data), then restore it into `model`, `opt`, `loader` and the generators."
     if not Path(path).exists(): raise FileNotFoundError(f"no checkpoint at {path}: run once without --resume first")
     try: state = torch.load(path, weights_only=True)
     except Exception as e: raise ValueError(f"{path} is not a readable lorakit checkpoint ({type(e).__name__}): delete it, or start without --resume") from None
+    if not isinstance(state, dict) or (missing := [k for k in _CKPT_KEYS if k not in state]):
+        raise ValueError(f"{path} is not a lorakit training checkpoint (it has no {missing[0] if isinstance(state, dict) else 'entries'!r}): start without --resume, or point --out at the run")
+    _check_same_run(path, state, config, data)
     missing, unexpected = model.load_state_dict(state['lora'], strict=False)
     if unexpected or any(k.endswith(('.A', '.B')) for k in missing):
         raise ValueError(f"{path} holds LoRA weights for a different model or targets: unexpected {unexpected[:3]}")
-    opt.load_state_dict(state['optimizer']); loader.load_state_dict(state['loader']); set_rng_state(state['rng'])
+    try: opt.load_state_dict(state['optimizer']); loader.load_state_dict(state['loader'])
+    except (ValueError, KeyError) as e: raise ValueError(f"{path} holds an optimizer or loader state that doesn't fit this run ({e})") from None
+    set_rng_state(state['rng'])
     return state['step'], state['history']
 
-# %% ../nbs/07_train.ipynb #e4aebe9f
+# %% ../nbs/07_train.ipynb #d668a6f0
+RUN_FILES = ('config.json', 'metrics.jsonl', 'checkpoint.pt', 'curves.png', 'samples.txt', 'adapter')
+
+def _check_writable(d:Path):
+    "Raise a one-line error if `d` can't be created or written to."
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=d): pass
+    except OSError as e: raise OSError(e.errno, f"can't write to {d} ({e.strerror}): pick another --out") from None
+
+def prepare_run_dir(out:str|Path, # the run directory
+                    resume:bool=False, # continue the run in `out` from its checkpoint
+                    overwrite:bool=False, # replace the run in `out`
+                   )->Path:
+    "Make `out` ready for a run: writable, without stale temporary files, and holding no other run unless asked."
+    out = Path(out); _check_writable(out); clean_tmp(out)
+    if resume:
+        if not (out/'checkpoint.pt').exists(): raise FileNotFoundError(f"no checkpoint in {out}: there is nothing to resume; run once without --resume first")
+        return out
+    if (have := sorted(p.name for p in out.iterdir())) and not overwrite:
+        raise ValueError(f"{out} is not empty ({', '.join(have[:4])}{', …' if len(have) > 4 else ''}): continue its run with --resume, "
+                         f"replace it with --overwrite, or pick another --out")
+    for name in RUN_FILES:
+        p = out/name
+        if p.is_dir(): shutil.rmtree(p)
+        elif p.exists(): p.unlink()
+    return out
+
+# %% ../nbs/07_train.ipynb #23ed4777
 class TrainingStopped(Exception):
-    "Training stopped before the last step; the last checkpoint is intact."
+    "Training stopped before the last step; the message says what was saved."
 
-def _write_metrics(path:Path, history:list):
-    with atomic_path(path) as t: t.write_text(''.join(json.dumps(h) + '\n' for h in history))
+def _sigint_handler(stop:threading.Event):
+    "A SIGINT handler: the first Ctrl-C sets `stop`, a second one raises `KeyboardInterrupt`."
+    def handler(sig, frame):
+        if stop.is_set(): raise KeyboardInterrupt
+        stop.set(); print("\nCtrl-C: stopping after this step, and saving it (Ctrl-C again stops at once)", file=sys.stderr)
+    return handler
 
+@contextlib.contextmanager
+def stop_on_sigint(stop:threading.Event|None=None, # the flag to set; default: a new one
+                  ):
+    "Inside the block, the first Ctrl-C only sets the yielded `stop` flag; a second one interrupts at once."
+    stop = stop or threading.Event()
+    if threading.current_thread() is not threading.main_thread(): yield stop; return  # only the main thread can take signals
+    old = signal.signal(signal.SIGINT, _sigint_handler(stop))
+    try: yield stop
+    finally: signal.signal(signal.SIGINT, old)
+
+# %% ../nbs/07_train.ipynb #6e74234a
+def _append(path:Path, text:str):
+    with open(path, 'a') as f: f.write(text)
+
+def _write_text(path:Path, text:str):
+    with atomic_path(path) as t: t.write_text(text)
+
+class _Run:
+    "The files `train` keeps in the run directory `out` (none if it is None), and what can truthfully be said about them."
+    def __init__(self, out, config:dict, data:str): self.out, self.config, self.data, self.saved = out and Path(out), config, data, None
+
+    def note(self)->str:
+        if self.out is None: return "nothing was saved (no run directory)"
+        if self.saved is None: return f"no checkpoint was saved in {self.out} yet, so there is nothing to resume"
+        return f"the checkpoint of step {self.saved} in {self.out} is intact: continue with --resume"
+
+    def _io(self, what:str, f):
+        try: f()
+        except OSError as e: raise OSError(e.errno, f"could not write {what} ({e.strerror}); {self.note()}") from None
+
+    def start(self, model, opt, loader, resume:bool)->tuple[int, list]:
+        if self.out is None: return 0, []
+        step, hist = load_checkpoint(self.out/'checkpoint.pt', model, opt, loader, self.config, self.data) if resume else (0, [])
+        self.saved = step if resume else None
+        self._io('config.json', lambda: _write_text(self.out/'config.json', json.dumps(self.config, indent=2)))
+        self._io('metrics.jsonl', lambda: _write_text(self.out/'metrics.jsonl', ''.join(json.dumps(h) + '\n' for h in hist)))
+        return step, hist
+
+    def log(self, rec:dict):
+        if self.out: self._io(f"{self.out/'metrics.jsonl'}", lambda: _append(self.out/'metrics.jsonl', json.dumps(rec) + '\n'))
+
+    def save(self, model, opt, loader, step:int, history:list):
+        if self.out is None or self.saved == step: return
+        self._io(f"the checkpoint of step {step}", lambda: save_checkpoint(self.out/'checkpoint.pt', model, opt, loader, step, history, self.config, self.data))
+        self.saved = step
+
+# %% ../nbs/07_train.ipynb #e4aebe9f
 def _batches(loader):
     while True: yield from loader
 
 def _use_autocast(device)->bool: return device.type == 'cuda' and torch.cuda.is_bf16_supported()
 
+def _eval_every(cfg:TrainConfig)->int: return cfg.eval_every or (max(1, cfg.steps // 5) if cfg.steps >= 25 else cfg.steps)
+
 # %% ../nbs/07_train.ipynb #fe0db75e
 def train(model:nn.Module, # a model whose trainable parameters (the LoRA weights) will be trained
           data:LMData, # packed train and valid rows, from `lm_data`
-          steps:int=200, lr:float=2e-3, bs:int=16, grad_accum:int=1,
-          schedule:str='cosine', warmup:int=20, clip:float=1.0, weight_decay:float=0.0,
-          eval_every:int=50, eval_batches:int=10, # validation every so many steps, on so many batches
-          out:str|Path|None=None, save_every:int=100, resume:bool=False, seed:int=0,
-          autocast:bool|None=None, # bf16 autocast; default: on for a bf16-capable GPU
-          progress:bool=True, on_step=None, # `on_step(record)` is called after every step
+          cfg:TrainConfig|None=None, # the settings; `cfg.out` is the run directory (None writes nothing)
+          resume:bool=False, # continue the run in `cfg.out` from its checkpoint
+          overwrite:bool=False, # replace a run already in `cfg.out`
+          progress:bool=True, # draw a progress bar
+          on_step=None, # `on_step(record)` is called after every step
+          stop:threading.Event|None=None, # set it to stop after the current step, saving it; Ctrl-C sets it too
          )->list[dict]:
     "Train `model` on `data`; return one record per step: loss, lr, grad norm, and valid loss when measured."
-    set_seed(seed)
-    dev = next(model.parameters()).device
-    params = [p for p in model.parameters() if p.requires_grad]
+    cfg = cfg or TrainConfig(); set_seed(cfg.seed)
+    dev, params = next(model.parameters()).device, [p for p in model.parameters() if p.requires_grad]
     if not params: raise ValueError("model has no trainable parameters: add_lora first")
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
-    loader, sched, out = PackedLoader(data.xt, data.yt, bs, seed=seed), lr_schedule(schedule, steps, lr, warmup), out and Path(out)
-    if out: out.mkdir(parents=True, exist_ok=True)
-    step, history = load_checkpoint(out/'checkpoint.pt', model, opt, loader) if resume else (0, [])
-    if resume: _write_metrics(out/'metrics.jsonl', history)
-    saved, batches, bar = step, _batches(loader), Progress(steps, step) if progress else None
-    amp = torch.autocast(dev.type, dtype=torch.bfloat16) if (autocast if autocast is not None else _use_autocast(dev)) else contextlib.nullcontext()
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    loader, sched = PackedLoader(data.xt, data.yt, cfg.bs, seed=cfg.seed), lr_schedule(cfg.schedule, cfg.steps, cfg.lr, cfg.warmup)
+    if cfg.out: prepare_run_dir(cfg.out, resume, overwrite)
+    run = _Run(cfg.out, asdict(cfg), fingerprint(data.xt, data.yt))
+    step, history = run.start(model, opt, loader, resume)
+    amp = torch.autocast(dev.type, dtype=torch.bfloat16) if (cfg.autocast if cfg.autocast is not None else _use_autocast(dev)) else contextlib.nullcontext()
+    batches, bar, every = _batches(loader), Progress(cfg.steps, step) if progress else None, _eval_every(cfg)
     model.train()
-    try:
-        while step < steps:
-            for g in opt.param_groups: g['lr'] = sched(step)
-            loss = 0.
-            for _ in range(grad_accum):
-                x, y = next(batches)
-                with amp: l = lm_loss(model, x.to(dev), y.to(dev)) / grad_accum
-                l.backward(); loss += l.item()
-            gn = torch.nn.utils.clip_grad_norm_(params, clip).item()
-            opt.step(); opt.zero_grad(set_to_none=True); step += 1
-            rec = dict(step=step, loss=loss, lr=opt.param_groups[0]['lr'], grad_norm=gn)
-            if step % eval_every == 0 or step == steps: rec['valid_loss'] = evaluate_lm(model, data.xv.to(dev), data.yv.to(dev), bs, eval_batches)
-            history.append(rec)
-            if out:
-                with open(out/'metrics.jsonl', 'a') as f: f.write(json.dumps(rec) + '\n')
-                if step % save_every == 0 or step == steps: save_checkpoint(out/'checkpoint.pt', model, opt, loader, step, history); saved = step
-            if bar: bar.update(step, loss=loss, **({'valid': rec['valid_loss']} if 'valid_loss' in rec else {}))
-            if on_step: on_step(rec)
-    except KeyboardInterrupt:
-        raise TrainingStopped(f"interrupted at step {step}; " + (f"the checkpoint of step {saved} in {out} is intact: continue with --resume" if out else "nothing was saved")) from None
+    with stop_on_sigint(stop) as stop:
+        try:
+            while step < cfg.steps:
+                for g in opt.param_groups: g['lr'] = sched(step)
+                loss = backward_tokens(model, [next(batches) for _ in range(cfg.grad_accum)], amp)
+                gn = torch.nn.utils.clip_grad_norm_(params, cfg.clip).item()
+                opt.step(); opt.zero_grad(set_to_none=True); step += 1
+                rec = dict(step=step, loss=loss, lr=opt.param_groups[0]['lr'], grad_norm=gn)
+                if step % every == 0 or step == cfg.steps: rec['valid_loss'] = evaluate_lm(model, data.xv.to(dev), data.yv.to(dev), cfg.bs, cfg.eval_batches)
+                history.append(rec); run.log(rec)
+                if step % cfg.save_every == 0 or step == cfg.steps or stop.is_set(): run.save(model, opt, loader, step, history)
+                if bar: bar.update(step, loss=loss, **({'valid': rec['valid_loss']} if 'valid_loss' in rec else {}))
+                if on_step: on_step(rec)
+                if stop.is_set() and step < cfg.steps:
+                    run.save(model, opt, loader, step, history)
+                    raise TrainingStopped(f"stopped after step {step} of {cfg.steps}, as asked; {run.note()}")
+        except KeyboardInterrupt: raise TrainingStopped(f"interrupted at step {step} of {cfg.steps}; {run.note()}") from None
     return history
 
 # %% ../nbs/07_train.ipynb #199d5970
@@ -175,64 +336,3 @@ def sample_text(model, tok, prompt:str, n:int=120, seed:int=0)->str:
     ctx = model.config.max_position_embeddings
     ids = torch.tensor([tok.encode(prompt)[:ctx//2]], device=next(model.parameters()).device)
     return tok.decode(generate(model, ids, min(n, ctx - ids.shape[1]), temperature=0.8, top_k=20, seed=seed)[0].tolist())
-
-# %% ../nbs/07_train.ipynb #3fc8c6c2
-def _load(model_dir, quant, device):
-    "The model and tokenizer, and whether it is the shipped base."
-    d = Path(model_dir) if model_dir else base_path()
-    model = Llama.from_pretrained(d, dtype='float32', device=device, quantize=(quant == 'nf4'))
-    return model, load_tokenizer(d if (d/'tokenizer.json').exists() else None), model_dir is None
-
-def _report(model, tok, data, shakespeare_data, bs):
-    "Validation losses on the new domain and, for the shipped base, on held-out Shakespeare."
-    dev = next(model.parameters()).device
-    r = {'valid': evaluate_lm(model, data.xv.to(dev), data.yv.to(dev), bs, 20)}
-    if shakespeare_data is not None: r['shakespeare'] = evaluate_lm(model, shakespeare_data.xv.to(dev), shakespeare_data.yv.to(dev), bs, 20)
-    return r
-
-# %% ../nbs/07_train.ipynb #338b1340
-def finetune(model:str|None=None, data:list|None=None, quant:str='nf4', r:int=8, alpha:float=16, dropout:float=0.05,
-             rslora:bool=False, targets='all-linear', lr:float=2e-3, steps:int=250, bs:int=16, seq_len:int=128,
-             grad_accum:int=1, grad_ckpt:bool=False, out:str='lorakit-run', resume:bool=False, seed:int=0,
-             device:str|None=None, log=print)->dict:
-    "QLoRA fine-tune of `model` (default: the shipped base) on `data` files (default: Python's docs); returns before/after losses."
-    if quant not in ('nf4', 'none'): raise ValueError(f"--quant must be 'nf4' or 'none', got {quant!r}")
-    llm, tok, is_base = _load(model, quant, get_device(device))
-    docs = [d for f in data for d in read_texts(f)] if data else pydoc_docs()
-    ds = lm_data(docs, tok, seq_len, seed=seed, max_len=llm.config.max_position_embeddings)
-    sh = lm_data(shakespeare(), tok, seq_len, valid_pct=0.05) if is_base else None
-    add_lora(llm, targets, r=r, alpha=alpha, dropout=dropout, rslora=rslora)
-    if grad_ckpt: grad_checkpointing(llm)
-    before, prompt = _report(llm, tok, ds, sh, bs), docs[0][:40]
-    sample0 = sample_text(llm, tok, prompt, seed=seed)
-    log(f"{lora_summary(llm).counts}\nbefore: " + ', '.join(f"{k} loss {v:.3f}" for k, v in before.items()))
-    hist = train(llm, ds, steps, lr, bs, grad_accum, eval_every=max(1, steps // 5), out=out, resume=resume, seed=seed)
-    after, o = _report(llm, tok, ds, sh, bs), Path(out)
-    plot_history(hist, o/'curves.png')
-    with atomic_path(o/'samples.txt') as t: t.write_text(f"--- before ---\n{sample0}\n\n--- after ---\n{sample_text(llm, tok, prompt, seed=seed)}\n")
-    with atomic_path(o/'adapter.safetensors') as t: save_file({k: v.contiguous() for k, v in lora_state_dict(llm).items()}, t)
-    log("after:  " + ', '.join(f"{k} loss {v:.3f}" for k, v in after.items()) + f"\nwrote {o}/: metrics.jsonl curves.png samples.txt checkpoint.pt adapter.safetensors")
-    return dict(before=before, after=after, history=hist)
-
-# %% ../nbs/07_train.ipynb #d55f31b0
-def run_guarded(f, *args, **kwargs)->int:
-    "Run `f`; return an exit code, printing one line to stderr for the errors a user can cause."
-    try: f(*args, **kwargs); return 0
-    except TrainingStopped as e: print(f"lorakit-train: {e}", file=sys.stderr); return 130
-    except KeyboardInterrupt: print("lorakit-train: interrupted before training started", file=sys.stderr); return 130
-    except (FileNotFoundError, ValueError) as e: print(f"lorakit-train: {e}", file=sys.stderr); return 2
-    except OSError as e: print(f"lorakit-train: {e.strerror or e} ({getattr(e, 'filename', '') or 'while writing'}); the last checkpoint is intact", file=sys.stderr); return 1
-
-# %% ../nbs/07_train.ipynb #3a974f18
-@call_parse
-def train_cli(model:str=None, # a local Llama checkpoint directory; default: lorakit's shipped Shakespeare base
-              data:Annotated[str, "text files (.txt, or .jsonl with a 'text' field); default: Python's reference docs", {'nargs': '*'}]=None,
-              quant:str='nf4', # 'nf4' (QLoRA) or 'none' (LoRA on the full-precision base)
-              r:int=8, alpha:float=16, dropout:float=0.05, rslora:store_true=False,
-              targets:str='all-linear', # 'all-linear', a regex, or comma-separated layer names
-              lr:float=2e-3, steps:int=250, bs:int=16, seq_len:int=128, grad_accum:int=1, grad_ckpt:store_true=False,
-              out:str='lorakit-run', resume:store_true=False, seed:int=0, device:str=None):
-    "Fine-tune a Llama with QLoRA; with no arguments, adapt the shipped Shakespeare base to Python's docs."
-    tg = targets if targets == 'all-linear' or not targets.replace('_', '').replace(',', '').isalnum() else targets.split(',')
-    sys.exit(run_guarded(finetune, model, data or None, quant, r, alpha, dropout, rslora, tg, lr, steps, bs, seq_len,
-                         grad_accum, grad_ckpt, out, resume, seed, device))
