@@ -1,4 +1,4 @@
-"""Adapters in PEFT's format: `save_adapter`, `load_adapter`, and `lorakit-merge`.
+"""Adapters in PEFT's format: `save_adapter`, `load_adapter`, and `merge_adapter`, which merges a QLoRA adapter into the model it was trained on.
 
 Docs: https://lorakit.github.io/lorakit/adapters.html.md"""
 
@@ -6,53 +6,80 @@ Docs: https://lorakit.github.io/lorakit/adapters.html.md"""
 
 # %% ../nbs/08_adapters.ipynb #0ac99363
 from __future__ import annotations
-import json
+import json, shutil, warnings
 from pathlib import Path
 import torch, torch.nn as nn
 from safetensors.torch import save_file, load_file
-from fastcore.script import call_parse
 from .core import *
 from .inject import add_lora, lora_modules, unload_lora
+from .qlora import NF4Linear, merge_to_16bit
 from .model import Llama
 
 # %% auto #0
-__all__ = ['adapter_config', 'save_adapter', 'load_adapter', 'merge_adapter', 'merge_cli']
+__all__ = ['TOKENIZER_FILES', 'base_quantization', 'adapter_config', 'save_adapter', 'load_adapter', 'merged_model',
+           'merge_adapter']
+
+# %% ../nbs/08_adapters.ipynb #8095d130
+def base_quantization(model:nn.Module)->dict|None:
+    "How the base of `model` was quantized to NF4, as `adapter_config` records it; None for a full-precision base."
+    nf4 = {n.removesuffix('.base'): m.q for n, m in model.named_modules() if isinstance(m, NF4Linear)}
+    if not nf4: return None
+    kinds = {(q.blocksize, q.double_quant, str(q.dtype).removeprefix('torch.')) for q in nf4.values()}
+    if len(kinds) > 1: raise ValueError(f"the NF4 layers differ in (blocksize, double_quant, dtype): {sorted(kinds)}; quantize the base with one setting")
+    blocksize, double_quant, dtype = kinds.pop()
+    return dict(quant_type='nf4', blocksize=blocksize, double_quant=double_quant, dtype=dtype, modules=sorted(nf4))
 
 # %% ../nbs/08_adapters.ipynb #a4f2c054
 _prefix = 'base_model.model.'
 
 def adapter_config(model:nn.Module, base_model_name_or_path:str|None=None)->dict:
-    "The `adapter_config.json` PEFT needs to rebuild the LoRA layers of `model`."
+    "The `adapter_config.json` PEFT needs to rebuild the LoRA layers of `model`, with how its base was quantized."
     mods = lora_modules(model)
     if not mods: raise ValueError("model has no LoRA layers: call add_lora first")
     hp = {(m.r, m.alpha, m.rslora) for m in mods.values()}
     if len(hp) > 1: raise ValueError(f"LoRA layers differ in (r, alpha, rslora): {sorted(hp)}; PEFT's format holds one setting per adapter")
     r, alpha, rslora = hp.pop()
     p = next(iter(mods.values())).dropout
-    return dict(peft_type='LORA', task_type='CAUSAL_LM', r=r, lora_alpha=alpha, use_rslora=rslora,
-                lora_dropout=getattr(p, 'p', 0.0), target_modules=sorted(mods), bias='none', fan_in_fan_out=False,
-                inference_mode=True, base_model_name_or_path=base_model_name_or_path)
+    cfg = dict(peft_type='LORA', task_type='CAUSAL_LM', r=r, lora_alpha=alpha, use_rslora=rslora,
+               lora_dropout=getattr(p, 'p', 0.0), target_modules=sorted(mods), bias='none', fan_in_fan_out=False,
+               inference_mode=True, base_model_name_or_path=base_model_name_or_path)
+    if (q := base_quantization(model)) is not None: cfg['lorakit'] = {'base_quantization': q}
+    return cfg
 
 # %% ../nbs/08_adapters.ipynb #b16e137b
 def save_adapter(model:nn.Module, # a model with LoRA layers
                  path:str|Path, # directory to write
                  base_model_name_or_path:str|None=None, # recorded in the config, for PEFT
-                ):
+                 overwrite:bool=False, # replace `path` if it holds files
+                )->Path:
     "Write the LoRA weights of `model` in PEFT's format: `adapter_model.safetensors` and `adapter_config.json`."
-    cfg, d = adapter_config(model, base_model_name_or_path), Path(path)
-    d.mkdir(parents=True, exist_ok=True)
+    cfg = adapter_config(model, base_model_name_or_path)
     sd = {f'{_prefix}{n}.lora_{k}.weight': getattr(m, k).detach().contiguous().cpu() for n, m in lora_modules(model).items() for k in 'AB'}
-    with atomic_path(d/'adapter_model.safetensors') as t: save_file(sd, t, metadata={'format': 'pt'})
-    with atomic_path(d/'adapter_config.json') as t: t.write_text(json.dumps(cfg, indent=2))
+    with atomic_dir(path, overwrite) as d:
+        save_file(sd, d/'adapter_model.safetensors', metadata={'format': 'pt'})
+        (d/'adapter_config.json').write_text(json.dumps(cfg, indent=2))
+    return Path(path)
 
 # %% ../nbs/08_adapters.ipynb #516f4e88
-def _read_adapter(d:Path)->tuple[dict, dict]:
-    "The config and the tensors (keyed by module path and 'A'/'B') of the adapter in `d`."
+_plain = {'use_dora': (False, None), 'fan_in_fan_out': (False, None), 'lora_bias': (False, None), 'bias': ('none', None),
+          'rank_pattern': ({}, None), 'alpha_pattern': ({}, None), 'modules_to_save': (None, []), 'target_parameters': (None, []),
+          'layer_replication': (None, [])}  # PEFT options, and the values that leave LoRA plain
+
+def _read_config(d:Path)->dict:
+    "The adapter config in `d`, refused if it asks for something lorakit's LoRA can't compute."
     for f in ('adapter_config.json', 'adapter_model.safetensors'):
         if not (d/f).exists(): raise FileNotFoundError(f"no {f} in {d}: an adapter directory holds adapter_config.json and adapter_model.safetensors")
-    cfg = json.loads((d/'adapter_config.json').read_text())
+    try: cfg = json.loads((d/'adapter_config.json').read_text())
+    except json.JSONDecodeError as e: raise ValueError(f"{d/'adapter_config.json'} is not valid JSON ({e.msg}, line {e.lineno})") from None
     if cfg.get('peft_type') != 'LORA': raise ValueError(f"{d} holds a {cfg.get('peft_type')!r} adapter; lorakit reads LoRA adapters only")
-    ts, odd = {}, []
+    if missing := [k for k in ('r', 'lora_alpha') if k not in cfg]: raise ValueError(f"{d/'adapter_config.json'} has no {missing}: it is incomplete")
+    if bad := [f"{k}={cfg[k]!r}" for k, ok in _plain.items() if k in cfg and cfg[k] not in ok]:
+        raise ValueError(f"{d} is an adapter with {', '.join(bad)}, which lorakit doesn't implement: it loads plain LoRA and rsLoRA adapters")
+    return cfg
+
+def _read_adapter(d:Path)->tuple[dict, dict]:
+    "The config and the tensors (keyed by module path and 'A'/'B') of the adapter in `d`."
+    cfg, ts, odd = _read_config(d), {}, []
     for k, v in load_file(d/'adapter_model.safetensors').items():
         name = k.removeprefix(_prefix).replace('.default.', '.')
         if name.endswith(('.lora_A.weight', '.lora_B.weight')): ts[(name.rsplit('.', 2)[0], name[-8])] = v
@@ -61,9 +88,15 @@ def _read_adapter(d:Path)->tuple[dict, dict]:
     return cfg, ts
 
 # %% ../nbs/08_adapters.ipynb #734031e6
-def _check_adapter(model, ts, paths):
-    "Raise, naming each problem, if the adapter tensors `ts` don't fit the LoRA layers of `model` at `paths`."
+def _check_adapter(model, ts, paths, cfg):
+    "Raise, naming each problem, if the adapter tensors `ts` and settings `cfg` don't fit the LoRA layers of `model` at `paths`."
     mods = lora_modules(model)
+    want = dict(r=cfg['r'], alpha=cfg['lora_alpha'], rslora=cfg.get('use_rslora', False))
+    for p in paths:
+        for k, v in want.items():
+            if p in mods and getattr(mods[p], k) != v:
+                raise ValueError(f"the adapter has {dict(r='r', alpha='lora_alpha', rslora='use_rslora')[k]}={v!r}, but the model's LoRA layer {p} has {k}={getattr(mods[p], k)!r}: "
+                                 f"load it into the model without LoRA (load_adapter adds LoRA with the adapter's settings)")
     missing_mod = sorted(p for p in paths if p not in mods)
     missing_t = sorted(f'{p}.lora_{k}' for p in paths for k in 'AB' if (p, k) not in ts)
     bad = [f"{p}.lora_{k}: file {tuple(t.shape)}, model {tuple(getattr(mods[p], k).shape)}"
@@ -72,35 +105,78 @@ def _check_adapter(model, ts, paths):
         raise ValueError(f"adapter doesn't fit the model: no LoRA layer for {missing_mod[:4]}, "
                          f"missing tensors {missing_t[:4]}, wrong shapes {bad[:4]}")
 
+def _warn_base(model, cfg, path):
+    "Warn if the adapter was trained on an NF4 base and `model`'s base is not in NF4."
+    q = cfg.get('lorakit', {}).get('base_quantization')
+    if q and base_quantization(model) is None:
+        warnings.warn(f"{path} was trained on an NF4 base; on this full-precision base it computes a different model. Load the base with "
+                      f"quantize=dict(targets=..., blocksize={q['blocksize']}, double_quant={q['double_quant']}), or merge it with merge_adapter, "
+                      f"which merges into the dequantized NF4 weights", UserWarning)
+
 def load_adapter(model:nn.Module, # the base model (with or without LoRA layers)
                  path:str|Path, # an adapter directory, written by lorakit or PEFT
                 )->nn.Module:
-    "Load a PEFT-format LoRA adapter into `model`, adding LoRA layers if it has none; return `model`."
+    "Load a PEFT-format LoRA adapter into `model`, adding LoRA layers with its settings if it has none; return `model`."
     cfg, ts = _read_adapter(Path(path))
     paths = sorted({p for p, _ in ts})
     if not lora_modules(model):
         have = {n for n, _ in model.named_modules()}
         if unknown := [p for p in paths if p not in have]: raise ValueError(f"adapter names layers the model doesn't have: {unknown[:4]}")
         add_lora(model, paths, r=cfg['r'], alpha=cfg['lora_alpha'], dropout=cfg.get('lora_dropout', 0.), rslora=cfg.get('use_rslora', False))
-    _check_adapter(model, ts, paths)
+    _check_adapter(model, ts, paths, cfg)
+    _warn_base(model, cfg, path)
     mods = lora_modules(model)
     with torch.no_grad():
         for (p, k), t in ts.items(): getattr(mods[p], k).copy_(t)
     return model
 
-# %% ../nbs/08_adapters.ipynb #ac1fb640
-def merge_adapter(model_dir:str|Path, adapter_dir:str|Path, out:str|Path, dtype:str='float32')->Llama:
-    "Load the base in `model_dir`, apply the adapter in `adapter_dir`, merge it, and save a plain checkpoint to `out`."
-    model = unload_lora(load_adapter(Llama.from_pretrained(model_dir, dtype=dtype, device='cpu'), adapter_dir))
-    model.save_pretrained(out)
-    return model
+# %% ../nbs/08_adapters.ipynb #c3822109
+_bases = ('auto', 'nf4', 'original')
 
-@call_parse
-def merge_cli(model:str=None, # base checkpoint directory
-              adapter:str=None, # adapter directory (lorakit or PEFT)
-              out:str=None, # where to write the merged checkpoint
-              dtype:str='float32'): # dtype to merge and save in
-    "Merge a LoRA adapter into its base and write a Hugging Face checkpoint."
-    if None in (model, adapter, out): raise ValueError("lorakit-merge needs --model DIR --adapter DIR --out DIR")
-    merge_adapter(model, adapter, out, dtype)
-    print(f"merged {adapter} into {model}: wrote {out}")
+def _quantize_spec(cfg:dict, base:str)->dict|None:
+    "How to load the base for merging: the NF4 settings recorded in the adapter's `cfg`, or defaults; None for full precision."
+    check_arg('base', base, base in _bases, f'one of {_bases}')
+    q = cfg.get('lorakit', {}).get('base_quantization')
+    if base == 'original' or (base == 'auto' and q is None): return None
+    if q is None: return dict(targets='all-linear', blocksize=64, double_quant=True)  # PEFT + bitsandbytes' defaults
+    return dict(targets=q['modules'], blocksize=q['blocksize'], double_quant=q['double_quant'], dtype=q['dtype'])
+
+def merged_model(model_dir:str|Path, # the base checkpoint
+                 adapter_dir:str|Path, # the adapter (lorakit's or PEFT's)
+                 base:str='auto', # merge into: 'auto' (what the adapter was trained on), 'nf4' (dequantized NF4 weights) or 'original'
+                 dtype:str='float32', # the merged weights' dtype
+                )->Llama:
+    "The base in `model_dir` with the adapter in `adapter_dir` folded into its weights: a plain `Llama`."
+    spec = _quantize_spec(_read_config(Path(adapter_dir)), base)
+    qdtype = spec.pop('dtype', 'float32') if spec else dtype
+    model = load_adapter(Llama.from_pretrained(model_dir, dtype=qdtype, device='cpu', quantize=spec or False), adapter_dir)
+    model = unload_lora(merge_to_16bit(model, dtype=get_dtype(dtype)))  # NF4 layers first, then any LoRA on full-precision ones
+    return model.to(get_dtype(dtype))
+
+# %% ../nbs/08_adapters.ipynb #ac1fb640
+TOKENIZER_FILES = ('tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'tokenizer.model', 'added_tokens.json',
+                   'vocab.json', 'merges.txt', 'chat_template.jinja', 'generation_config.json')
+
+def _check_out(out:Path, **inputs:Path):
+    "Refuse an output directory that is, lies inside, or contains one of the `inputs` directories."
+    o = out.resolve()
+    for name, p in inputs.items():
+        p = Path(p).resolve()
+        if o == p or p in o.parents or o in p.parents:
+            raise ValueError(f"--out {out} {'is' if o == p else 'overlaps'} the {name} directory {p}: writing there would destroy it; pick another --out")
+
+def merge_adapter(model_dir:str|Path, adapter_dir:str|Path, out:str|Path, # the base, the adapter, and where to write
+                  dtype:str='float32', base:str='auto', # as in `merged_model`
+                  overwrite:bool=False, # replace `out` if it holds files
+                 )->dict:
+    "Merge the adapter in `adapter_dir` into the base in `model_dir` and write a plain checkpoint with the base's tokenizer to `out`; say what was done."
+    check_arg('base', base, base in _bases, f'one of {_bases}'); get_dtype(dtype)
+    _check_out(Path(out), model=Path(model_dir), adapter=Path(adapter_dir))
+    check_out_dir(out, overwrite)
+    model = merged_model(model_dir, adapter_dir, base, dtype)
+    with atomic_dir(out, overwrite) as d:
+        model.save_pretrained(d)
+        for f in TOKENIZER_FILES:
+            if (Path(model_dir)/f).is_file(): shutil.copy2(Path(model_dir)/f, d/f)
+    into = 'original' if _quantize_spec(_read_config(Path(adapter_dir)), base) is None else 'nf4'
+    return dict(files=sorted(p.name for p in Path(out).iterdir()), base=into)

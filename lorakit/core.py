@@ -16,7 +16,7 @@ from fastcore.basics import ifnone
 # %% auto #0
 __all__ = ['set_seed', 'get_device', 'get_dtype', 'ParamCount', 'count_params', 'Block', 'ProxyData', 'proxy_task', 'CheckError',
            'check_loss_at_init', 'overfit_one_batch', 'check_arg', 'evaluate', 'fit_proxy', 'plot_curves',
-           'atomic_path', 'clean_tmp', 'atomic_dir', 'run_proxy']
+           'atomic_path', 'clean_tmp', 'check_out_dir', 'atomic_dir', 'run_proxy']
 
 # %% ../nbs/00_core.ipynb #24e13f04
 def set_seed(seed:int=42, # seed for Python's `random`, NumPy and torch (CPU and every GPU)
@@ -233,14 +233,21 @@ def clean_tmp(d:str|Path)->list[str]:
     return gone
 
 # %% ../nbs/00_core.ipynb #3477594d
+def check_out_dir(path:str|Path, # a directory to write
+                  overwrite:bool=False, # whether replacing what it holds was asked for
+                 )->Path:
+    "Raise if `path` is a file, or a directory that holds files and `overwrite` is off: commands check this before their work starts."
+    path = Path(path)
+    if path.exists() and not path.is_dir(): raise ValueError(f"{path} exists and is not a directory: pick another path")
+    if path.is_dir() and any(path.iterdir()) and not overwrite: raise ValueError(f"{path} is not empty: pass overwrite=True (--overwrite) to replace it, or pick another path")
+    return path
+
 @contextmanager
 def atomic_dir(path:str|Path, # the directory to create or replace
                overwrite:bool=False, # replace `path` if it holds files
               ):
     "Yield a temporary directory beside `path`; rename it onto `path` only if the block succeeds."
-    path = Path(path)
-    if path.exists() and not path.is_dir(): raise ValueError(f"{path} exists and is not a directory: pick another path")
-    if path.is_dir() and any(path.iterdir()) and not overwrite: raise ValueError(f"{path} is not empty: pass overwrite=True (--overwrite) to replace it, or pick another path")
+    path = check_out_dir(path, overwrite)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp'))
     old = tmp.with_name(tmp.name + '.old')

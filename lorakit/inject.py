@@ -55,7 +55,7 @@ def _no_match(model, targets, exclude)->str:
     return (f"targets={targets!r} matched no linear layer in {type(model).__name__}{after}. "
             f"Nearest names: {near or short[:8]}. The model's linear layers are named like: {names[:3]}")
 
-# %% ../nbs/02_inject.ipynb #b3d34bb9
+# %% ../nbs/02_inject.ipynb #57fc978d
 _bypass_forward = (nn.MultiheadAttention,)  # parents that use a child Linear's weight directly, never its forward
 
 def _check_reached(model:nn.Module, names:list[str]):

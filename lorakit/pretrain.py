@@ -10,13 +10,12 @@ import copy, json, math, time
 from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import torch, torch.nn.functional as F
-from fastcore.script import call_parse
 from .core import *
 from .model import LlamaConfig, Llama, generate
 from .data import *
 
 # %% auto #0
-__all__ = ['Recipe', 'lr_at', 'unigram_loss', 'evaluate_lm', 'pretrain', 'save_base', 'pretrain_cli', 'base_path', 'load_base']
+__all__ = ['Recipe', 'lr_at', 'unigram_loss', 'evaluate_lm', 'pretrain', 'save_base', 'base_path', 'load_base']
 
 # %% ../nbs/06a_pretrain.ipynb #58d1bd86
 @dataclass
@@ -110,17 +109,6 @@ def save_base(model:Llama, info:dict, out:str|Path):
     out = Path(out)
     copy.deepcopy(model).to(torch.bfloat16).save_pretrained(out)
     with atomic_path(out/'recipe.json') as t: t.write_text(json.dumps(info, indent=2))
-
-# %% ../nbs/06a_pretrain.ipynb #bf9ffeea
-@call_parse
-def pretrain_cli(out:str='lorakit-base', # directory to write the checkpoint to
-                 steps:int=1800, # optimizer steps
-                 time_limit:float=None, # stop after this many seconds
-                 seed:int=0):
-    "Pretrain lorakit's byte-level Llama on Shakespeare's plays and save it."
-    recipe = Recipe(steps=steps, seed=seed)
-    _, info = pretrain(recipe, shakespeare(), out, time_limit)
-    print(f"saved {out}: valid loss {info['valid_loss']:.3f} nats/byte (unigram baseline {info['unigram_loss']:.3f}), {info['steps_run']} steps, {info['seconds']}s")
 
 # %% ../nbs/06a_pretrain.ipynb #def22c98
 def base_path()->Path:

@@ -18,8 +18,9 @@ from .pretrain import lr_at, evaluate_lm
 
 # %% auto #0
 __all__ = ['RUN_FILES', 'TrainConfig', 'one_cycle_lr', 'lr_schedule', 'lm_loss', 'backward_tokens', 'grad_checkpointing',
-           'Progress', 'rng_state', 'set_rng_state', 'fingerprint', 'save_checkpoint', 'load_checkpoint',
-           'prepare_run_dir', 'TrainingStopped', 'stop_on_sigint', 'train', 'plot_history', 'sample_text']
+           'Progress', 'rng_state', 'set_rng_state', 'fingerprint', 'save_checkpoint', 'read_checkpoint',
+           'load_checkpoint', 'prepare_run_dir', 'TrainingStopped', 'stop_on_sigint', 'train', 'plot_history',
+           'sample_text']
 
 # %% ../nbs/07_train.ipynb #8ea25d67
 _quants, _schedules = ('nf4', 'none'), ('cosine', 'onecycle')
@@ -50,6 +51,7 @@ class TrainConfig:
     autocast:bool|None=None # bf16 autocast; None: on for a GPU that supports bf16
     eval_every:int|None=None # validate every this many steps; None: five times a run (only at the end of a run under 25 steps)
     eval_batches:int=10 # batches per validation
+    samples:int|None=None # tokens in each sample of samples.txt (before and after); None: 120, or 4 a step for a shorter run; 0: none
     save_every:int=100 # checkpoint every this many steps (and at the end, and on Ctrl-C)
     seed:int=0 # seed of the LoRA init, the data split and order, and dropout
     out:str|None=None # the run directory; None writes nothing
@@ -64,6 +66,7 @@ def _is_num(v)->bool: return isinstance(v, (int, float)) and not isinstance(v, b
 def _check_config(c:TrainConfig):
     "Raise a ValueError naming the flag, for the first setting of `c` that can't work."
     for k in ('steps', 'bs', 'grad_accum', 'save_every', 'eval_batches', 'r'): check_arg(f'--{k.replace("_", "-")}', getattr(c, k), _is_int(getattr(c, k)), 'an int >= 1')
+    check_arg('--samples', c.samples, c.samples is None or _is_int(c.samples, 0), 'an int >= 0')
     check_arg('--seq-len', c.seq_len, _is_int(c.seq_len, 2), 'an int >= 2')
     check_arg('--warmup', c.warmup, _is_int(c.warmup, 0), 'an int >= 0')
     check_arg('--eval-every', c.eval_every, c.eval_every is None or _is_int(c.eval_every), 'an int >= 1')
@@ -141,7 +144,7 @@ def set_rng_state(st:dict):
 
 # %% ../nbs/07_train.ipynb #af2129a3
 _CKPT_KEYS = ('step', 'lora', 'optimizer', 'loader', 'rng', 'history', 'config', 'data')
-_MAY_CHANGE = ('out', 'device', 'save_every', 'eval_every', 'eval_batches', 'data')  # a resumed run may change these; data is compared by its rows
+_MAY_CHANGE = ('out', 'device', 'save_every', 'eval_every', 'eval_batches', 'samples', 'data')  # a resumed run may change these; data is compared by its rows
 
 def fingerprint(*ts:torch.Tensor)->str:
     "A SHA-256 of the bytes of `ts`: the same rows give the same fingerprint."
@@ -165,14 +168,19 @@ def _check_same_run(path, state:dict, config:dict, data:str):
     if state['data'] != data: raise ValueError(f"{path} was trained on other rows: the data files, --field or --seq-len changed since. "
                                                f"Resume with the same data, or start a new run (--overwrite, or another --out)")
 
-def load_checkpoint(path:Path, model:nn.Module, opt, loader:PackedLoader, config:dict, data:str)->tuple[int, list]:
-    "Check that `path` holds this run's state (same `config` and data), then restore it into `model`, `opt`, `loader` and the generators."
+def read_checkpoint(path:Path, config:dict, data:str)->dict:
+    "The training state in `path`, once it is known to be a lorakit checkpoint of the run with this `config` and `data` fingerprint."
     if not Path(path).exists(): raise FileNotFoundError(f"no checkpoint at {path}: run once without --resume first")
     try: state = torch.load(path, weights_only=True)
     except Exception as e: raise ValueError(f"{path} is not a readable lorakit checkpoint ({type(e).__name__}): delete it, or start without --resume") from None
     if not isinstance(state, dict) or (missing := [k for k in _CKPT_KEYS if k not in state]):
         raise ValueError(f"{path} is not a lorakit training checkpoint (it has no {missing[0] if isinstance(state, dict) else 'entries'!r}): start without --resume, or point --out at the run")
     _check_same_run(path, state, config, data)
+    return state
+
+def load_checkpoint(path:Path, model:nn.Module, opt, loader:PackedLoader, config:dict, data:str)->tuple[int, list]:
+    "Check that `path` holds this run's state (same `config` and data), then restore it into `model`, `opt`, `loader` and the generators."
+    state = read_checkpoint(path, config, data)
     missing, unexpected = model.load_state_dict(state['lora'], strict=False)
     if unexpected or any(k.endswith(('.A', '.B')) for k in missing):
         raise ValueError(f"{path} holds LoRA weights for a different model or targets: unexpected {unexpected[:3]}")
