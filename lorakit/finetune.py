@@ -6,7 +6,7 @@ Docs: https://lorakit.github.io/lorakit/finetune.html.md"""
 
 # %% ../nbs/98_finetune.ipynb #fcdd7132
 from __future__ import annotations
-import json
+import json, threading
 from dataclasses import asdict, replace
 from pathlib import Path
 import torch, torch.nn as nn
@@ -105,10 +105,11 @@ def finetune(cfg:TrainConfig|None=None, # the run's settings; default: the shipp
             )->dict:
     "Fine-tune a Llama with LoRA or QLoRA as `cfg` says; return the losses before and after, and the history."
     cfg = cfg or TrainConfig(out='lorakit-run')
-    try: d, model, tok, docs, data, sh = _setup(cfg, resume, overwrite)
+    try:
+        d, model, tok, docs, data, sh = _setup(cfg, resume, overwrite)
+        before, prompt = _report(model, data, sh, cfg), docs[0][:40]
+        sample0 = _sample(model, tok, prompt, cfg)
     except KeyboardInterrupt: raise TrainingStopped("interrupted before training started: nothing was trained") from None
-    before, prompt = _report(model, data, sh, cfg), docs[0][:40]
-    sample0 = _sample(model, tok, prompt, cfg)
     log(f"{lora_summary(model).counts}\nbefore: {_losses(before)}")
     hist = train(model, data, cfg, resume=resume, overwrite=overwrite, progress=progress, stop=stop)
     try: after = _finish(model, tok, d, data, sh, cfg, hist, prompt, sample0)
