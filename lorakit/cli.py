@@ -72,12 +72,14 @@ def train_parser()->argparse.ArgumentParser:
     "The flags of `lorakit-train`: one per field of `TrainConfig`, documented by it, and --resume and --overwrite."
     from fastcore.docments import docments
     from lorakit.train import TrainConfig
-    p = argparse.ArgumentParser(prog='lorakit-train', epilog=_DOCS_HELP, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    p = argparse.ArgumentParser(prog='lorakit-train', epilog=_DOCS_HELP,
                                 description="Fine-tune a Llama with QLoRA (or LoRA). With no arguments: the Shakespeare base that ships with lorakit, on Python's reference docs.")
-    docs = docments(TrainConfig)
+    docs = docments(TrainConfig) | dict(out='the run directory', targets="'all-linear', a regex, or layer names separated by commas",
+                                        autocast='bf16 autocast; auto: on for a GPU that supports bf16')
     for f in dataclasses.fields(TrainConfig):
         kw = dict(default=f.default) | _arg(f) | (dict(default='lorakit-run') if f.name == 'out' else {})
-        p.add_argument('--' + f.name.replace('_', '-'), help=docs[f.name], **kw)
+        default = '' if kw['default'] in (None, False, 'auto') else f" (default: {kw['default']})"
+        p.add_argument('--' + f.name.replace('_', '-'), help=docs[f.name].replace('None: ', 'if not given, ') + default, **kw)
     p.add_argument('--resume', action='store_true', help='continue the run in --out from its checkpoint, with the same settings')
     p.add_argument('--overwrite', action='store_true', help="replace the run in --out (its files only; anything else there is left alone)")
     return p
