@@ -68,36 +68,43 @@ def _arg(f:dataclasses.Field)->dict:
     return dict(type={'int': int, 'int|None': int, 'float': float}.get(t, str))
 
 # %% ../nbs/99_cli.ipynb #5cf1b910
-def train_parser()->argparse.ArgumentParser:
-    "The flags of `lorakit-train`: one per field of `TrainConfig`, documented by it, and --resume and --overwrite."
-    from fastcore.docments import docments
-    from lorakit.train import TrainConfig
-    p = argparse.ArgumentParser(prog='lorakit-train', epilog=_DOCS_HELP,
-                                description="Fine-tune a Llama with QLoRA (or LoRA). With no arguments: the Shakespeare base that ships with lorakit, on Python's reference docs.")
-    docs = docments(TrainConfig) | dict(out='the run directory', targets="'all-linear', a regex, or layer names separated by commas",
-                                        autocast='bf16 autocast; auto: on for a GPU that supports bf16')
-    for f in dataclasses.fields(TrainConfig):
+def _add_fields(p, cls, docs:dict):
+    "One flag of `p` per field of the dataclass `cls`, with the help `docs` gives it."
+    for f in dataclasses.fields(cls):
         kw = dict(default=f.default) | _arg(f) | (dict(default='lorakit-run') if f.name == 'out' else {})
         default = '' if kw['default'] in (None, False, 'auto') else f" (default: {kw['default']})"
         p.add_argument('--' + f.name.replace('_', '-'), help=docs[f.name].replace('None: ', 'if not given, ') + default, **kw)
+
+def train_parser()->argparse.ArgumentParser:
+    "The flags of `lorakit-train`: one per field of `TrainConfig` and of `Instruments`, documented by them, and --resume and --overwrite."
+    from fastcore.docments import docments
+    from lorakit.train import TrainConfig
+    from lorakit.instrument import Instruments
+    p = argparse.ArgumentParser(prog='lorakit-train', epilog=_DOCS_HELP,
+                                description="Fine-tune a Llama with QLoRA (or LoRA). With no arguments: the Shakespeare base that ships with lorakit, on Python's reference docs.")
+    _add_fields(p, TrainConfig, docments(TrainConfig) | dict(out='the run directory', targets="'all-linear', a regex, or layer names separated by commas",
+                                                             autocast='bf16 autocast; auto: on for a GPU that supports bf16'))
+    _add_fields(p.add_argument_group('instruments', 'what they write goes into --out; see lorakit.instrument'), Instruments, docments(Instruments))
     p.add_argument('--resume', action='store_true', help='continue the run in --out from its checkpoint, with the same settings')
     p.add_argument('--overwrite', action='store_true', help="replace the run in --out (its files only; anything else there is left alone)")
     return p
 
 def train_config(argv:list[str])->tuple:
-    "The `TrainConfig` that `argv` asks for, and its --resume and --overwrite."
+    "The `TrainConfig` and `Instruments` that `argv` asks for, and its --resume and --overwrite."
     from lorakit.train import TrainConfig
+    from lorakit.instrument import Instruments
     a = vars(train_parser().parse_args(argv))
     resume, overwrite = a.pop('resume'), a.pop('overwrite')
+    inst = Instruments(**{f.name: a.pop(f.name) for f in dataclasses.fields(Instruments)})
     if a['model']: a['model'] = str(Path(a['model']).resolve())
     if a['data']: a['data'] = [str(Path(f).resolve()) for f in a['data']]
-    return TrainConfig(**a), resume, overwrite
+    return TrainConfig(**a), inst, resume, overwrite
 
 # %% ../nbs/99_cli.ipynb #8a858671
 def _train(argv:list[str]):
-    cfg, resume, overwrite = train_config(argv)
+    cfg, inst, resume, overwrite = train_config(argv)
     from lorakit.finetune import finetune
-    finetune(cfg, resume=resume, overwrite=overwrite)
+    finetune(cfg, resume=resume, overwrite=overwrite, instruments=inst)
 
 def train_cli(argv:list[str]|None=None): # the arguments; default: the command line's
     "`lorakit-train`: fine-tune a Llama with QLoRA; with no arguments, adapt the shipped Shakespeare base to Python's docs."

@@ -15,8 +15,8 @@ from fastcore.basics import ifnone
 
 # %% auto #0
 __all__ = ['set_seed', 'get_device', 'get_dtype', 'ParamCount', 'count_params', 'Block', 'ProxyData', 'proxy_task', 'CheckError',
-           'check_loss_at_init', 'overfit_one_batch', 'check_arg', 'evaluate', 'fit_proxy', 'plot_curves',
-           'atomic_path', 'clean_tmp', 'check_out_dir', 'atomic_dir', 'run_proxy']
+           'cross_entropy', 'check_loss_at_init', 'overfit_one_batch', 'check_arg', 'evaluate', 'fit_proxy',
+           'plot_curves', 'atomic_path', 'clean_tmp', 'check_out_dir', 'atomic_dir', 'run_proxy']
 
 # %% ../nbs/00_core.ipynb #24e13f04
 def set_seed(seed:int=42, # seed for Python's `random`, NumPy and torch (CPU and every GPU)
@@ -104,16 +104,22 @@ def proxy_task(n:int=2048, # number of samples, train and valid together
 class CheckError(AssertionError):
     "A model or training run failed one of lorakit's sanity checks."
 
+def cross_entropy(logits:torch.Tensor, # (..., n_classes): a classifier's (N, C) or a language model's (B, T, vocab)
+                  y:torch.Tensor, # (...): the class of each row; -100 for rows that don't count
+                 )->torch.Tensor:
+    "Mean cross-entropy over every leading position of `logits`, computed in float32, skipping labels of -100."
+    return F.cross_entropy(logits.flatten(0, -2).float(), y.flatten(), ignore_index=-100)
+
 def check_loss_at_init(model:nn.Module, # the model, before any training step
                        xb:torch.Tensor, # a batch of inputs
-                       yb:torch.Tensor, # their class labels
+                       yb:torch.Tensor, # their class labels (or next tokens)
                        n_classes:int|None=None, # number of classes; default: the logits' last dim
                        tol:float=0.1, # allowed relative distance from ln(n_classes)
                       )->float:
     "Check that the cross-entropy of `model` at init is within `tol` of ln(`n_classes`); return the loss."
     with torch.no_grad(): logits = model(xb)
     n = ifnone(n_classes, logits.shape[-1])
-    loss, expect = F.cross_entropy(logits, yb).item(), math.log(n)
+    loss, expect = cross_entropy(logits, yb).item(), math.log(n)
     if abs(loss - expect) > tol*expect:
         raise CheckError(f"loss at init is {loss:.3f}, but a uniform guess over {n} classes gives ln({n}) = {expect:.3f}. "
                          f"The logits start with std {logits.std().item():.2f}: scale down the init of the last layer so they start near 0.")
@@ -132,7 +138,7 @@ def overfit_one_batch(model:nn.Module, # the model to train, in place
                       steps:int=300, # most steps to try
                       lr:float=3e-2, # Adam learning rate
                       target:float=0.05, # the loss to reach
-                      loss_fn=F.cross_entropy, # loss(model(xb), yb)
+                      loss_fn=cross_entropy, # loss(model(xb), yb)
                      )->list[float]:
     "Train `model` on one batch until the loss is below `target`, and return the losses; raise `CheckError` naming stuck parameters if it can't."
     ps = {n:p for n,p in model.named_parameters() if p.requires_grad}

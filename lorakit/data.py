@@ -285,7 +285,7 @@ class PackedLoader:
             raise ValueError(f"inputs and labels must both be (n_rows, seq_len), got {tuple(inputs.shape)} and {tuple(labels.shape)}")
         if not (isinstance(bs, int) and 1 <= bs <= len(inputs)): raise ValueError(f"bs must be an int in 1..{len(inputs)} (the number of rows), got {bs!r}")
         self.inputs, self.labels, self.bs, self.shuffle, self.seed = inputs, labels, bs, shuffle, seed
-        self.epoch, self.step = 0, 0
+        self.epoch, self.step, self.rows = 0, 0, None
 
     def __len__(self): return len(self.inputs) // self.bs
 
@@ -299,7 +299,7 @@ class PackedLoader:
         idx = self.order(self.epoch)
         while self.step < len(self):
             b = idx[self.step*self.bs : (self.step + 1)*self.bs]
-            self.step += 1
+            self.step, self.rows = self.step + 1, b  # which rows the batch holds, for instruments that name them
             yield self.inputs[b], self.labels[b]
         self.epoch, self.step = self.epoch + 1, 0
 

@@ -17,9 +17,10 @@ from .data import *
 from .pretrain import evaluate_lm, base_path
 from .train import *
 from .adapters import save_adapter
+from .instrument import Instruments
 
 # %% auto #0
-__all__ = ['job_docs', 'check_job', 'job_dtype', 'finetune']
+__all__ = ['job_docs', 'check_job', 'job_dtype', 'finetune', 'first_steps', 'check_loss_curve']
 
 # %% ../nbs/98_finetune.ipynb #2d81fc54
 def _model_dir(cfg:TrainConfig)->Path:
@@ -102,6 +103,7 @@ def finetune(cfg:TrainConfig|None=None, # the run's settings; default: the shipp
              log=print, # where the summary lines go
              progress:bool=True, # draw a progress bar
              stop:threading.Event|None=None, # set it to stop after the current step (Ctrl-C does too)
+             instruments:Instruments|None=None, # the instruments to attach (`09_instrument`); default: only the spike guard, which logs
             )->dict:
     "Fine-tune a Llama with LoRA or QLoRA as `cfg` says; return the losses before and after, and the history."
     cfg = cfg or TrainConfig(out='lorakit-run')
@@ -111,7 +113,7 @@ def finetune(cfg:TrainConfig|None=None, # the run's settings; default: the shipp
         sample0 = _sample(model, tok, prompt, cfg)
     except KeyboardInterrupt: raise TrainingStopped("interrupted before training started: nothing was trained") from None
     log(f"{lora_summary(model).counts}\nbefore: {_losses(before)}")
-    hist = train(model, data, cfg, resume=resume, overwrite=overwrite, progress=progress, stop=stop)
+    hist = train(model, data, cfg, resume=resume, overwrite=overwrite, progress=progress, stop=stop, callbacks=(instruments or Instruments()).callbacks(model))
     try: after = _finish(model, tok, d, data, sh, cfg, hist, prompt, sample0)
     except KeyboardInterrupt:
         raise TrainingStopped(f"interrupted after training finished; the checkpoint of step {cfg.steps} in {cfg.out} holds the trained weights: "
@@ -119,3 +121,39 @@ def finetune(cfg:TrainConfig|None=None, # the run's settings; default: the shipp
     wrote = f"\nwrote {cfg.out}/: {' '.join(sorted(p.name + '/'*p.is_dir() for p in Path(cfg.out).iterdir()))}" if cfg.out else ""
     log(f"after:  {_losses(after)}{wrote}")
     return dict(before=before, after=after, history=hist)
+
+# %% ../nbs/98_finetune.ipynb #5963c62f
+class _StopAfter(Callback):
+    "End the run normally after step `n`."
+    def __init__(self, n:int): self.n = n
+    def after_step(self, s:LoopState): s.stop = s.step >= self.n
+
+def first_steps(cfg:TrainConfig, # the job; its `out` must be None, since nothing is written
+                n:int, # how many of its `cfg.steps` steps to run
+                callbacks:list=(), # more `Callback`s for `train`, e.g. instruments
+               )->list[dict]:
+    "The records (loss, lr, grad norm) of the first `n` steps of the job `cfg`, on the learning rates of its full schedule."
+    if cfg.out: raise ValueError(f"first_steps writes nothing, but out={cfg.out!r}: pass a TrainConfig with out=None")
+    _, model, _, _, data, _ = _setup(cfg, resume=False, overwrite=False)
+    return train(model, data, cfg, progress=False, callbacks=[*callbacks, _StopAfter(n)])
+
+# %% ../nbs/98_finetune.ipynb #b224f910
+def _changed(cfg:TrainConfig, stored:dict)->str:
+    "The settings of `cfg`, other than the seed, that differ from `stored`, as 'name: stored -> now'."
+    now = asdict(cfg)
+    return ', '.join(f"{k}: {stored.get(k)!r} -> {now.get(k)!r}" for k in sorted(now.keys() | stored.keys()) if k != 'seed' and now.get(k) != stored.get(k))
+
+def check_loss_curve(losses:list[float], # the run's losses, step 1 first
+                     baseline:dict, # as `bench/loss_baseline.py` writes it: the `seed0` curve, a `tolerance` per step, the `config`
+                     cfg:TrainConfig|None=None, # the run's settings, to name those that differ from the baseline's
+                    )->float:
+    "Raise an AssertionError at the first step whose loss is further from the baseline's seed-0 loss than its tolerance; else return the largest deviation, in tolerances."
+    ref, tol = baseline['seed0'], baseline['tolerance']
+    if len(losses) != len(ref): raise ValueError(f"{len(losses)} losses for a baseline of {len(ref)} steps: run the job's first {len(ref)} steps")
+    dev = [abs(l - b)/t for l, b, t in zip(losses, ref, tol)]
+    off = [i for i, d in enumerate(dev) if not d <= 1]  # `not <=`: a NaN loss is off too
+    if not off: return max(dev)
+    i, diff = off[0], _changed(cfg, baseline['config']) if cfg else ''
+    raise AssertionError(f"the loss curve moved: at step {i+1} the loss is {losses[i]:.4f} and the baseline {ref[i]:.4f}, {dev[i]:.1f} x the tolerance {tol[i]:.4f} "
+                         f"(one seed std); {len(off)} of {len(ref)} steps are off." + (f" Settings that differ from the baseline's: {diff}." if diff else '')
+                         + " If the change is intended, rerun `python bench/loss_baseline.py --write` and commit nbs/baselines/default_job.json.")

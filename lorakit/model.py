@@ -14,6 +14,8 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch.utils.checkpoint import checkpoint
 from fastcore.basics import patch
+from jaxtyping import Float, Int, jaxtyped
+from beartype import beartype
 from .core import *
 from .inject import find_targets, set_module, lora_modules
 from .nf4 import quantize_nf4
@@ -102,9 +104,11 @@ def rope_frequencies(cfg:LlamaConfig, device=None)->torch.Tensor:
     mid = (wavelen >= old / s['high_freq_factor']) & (wavelen <= old / s['low_freq_factor'])
     return torch.where(mid, blended, slow)
 
-def rope(x:torch.Tensor, # (batch, heads, seq, head_dim)
-         pos:torch.Tensor, # (seq,) positions of the rows of `x`
-         inv_freq:torch.Tensor)->torch.Tensor:
+@jaxtyped(typechecker=beartype)
+def rope(x:Float[torch.Tensor, "B H T D"], # queries or keys: heads before positions
+         pos:Int[torch.Tensor, "T"], # the positions of the rows of `x`
+         inv_freq:Float[torch.Tensor, "D//2"], # from `rope_frequencies`
+        )->Float[torch.Tensor, "B H T D"]:
     "Rotate each feature pair (i, i + d/2) of `x` by the angle `pos * inv_freq[i]`."
     ang = pos.float()[:, None] * inv_freq[None]
     cos, sin = torch.cat([ang, ang], -1).cos().to(x.dtype), torch.cat([ang, ang], -1).sin().to(x.dtype)

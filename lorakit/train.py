@@ -17,10 +17,10 @@ from .data import *
 from .pretrain import lr_at, evaluate_lm
 
 # %% auto #0
-__all__ = ['RUN_FILES', 'TrainConfig', 'one_cycle_lr', 'lr_schedule', 'lm_loss', 'backward_tokens', 'grad_checkpointing',
+__all__ = ['RUN_FILES', 'TrainConfig', 'one_cycle_lr', 'lr_schedule', 'lm_loss', 'span', 'backward_tokens', 'grad_checkpointing',
            'Progress', 'rng_state', 'set_rng_state', 'fingerprint', 'save_checkpoint', 'read_checkpoint',
-           'load_checkpoint', 'prepare_run_dir', 'TrainingStopped', 'stop_on_sigint', 'train', 'plot_history',
-           'sample_text']
+           'load_checkpoint', 'prepare_run_dir', 'TrainingStopped', 'stop_on_sigint', 'LoopState', 'Callback',
+           'NonFiniteError', 'train', 'plot_history', 'sample_text']
 
 # %% ../nbs/07_train.ipynb #8ea25d67
 _quants, _schedules = ('nf4', 'none'), ('cosine', 'onecycle')
@@ -94,6 +94,18 @@ def lm_loss(model:nn.Module, x:torch.Tensor, y:torch.Tensor, reduction:str='mean
     "Next-token cross-entropy of `model` on inputs `x`, ignoring labels of -100: the mean over labelled tokens, or their 'sum'."
     return F.cross_entropy(model(x).flatten(0, 1).float(), y.flatten(), ignore_index=-100, reduction=reduction)
 
+# %% ../nbs/07_train.ipynb #c191ef12
+@contextlib.contextmanager
+def span(name:str, # what the range is called in a trace, e.g. 'forward'
+         nvtx:bool=False, # also push an NVTX range, for Nsight Systems on a GPU
+        ):
+    "A named range around a phase of the loop: a `record_function` for `torch.profiler`, and an NVTX range if `nvtx`."
+    with torch.profiler.record_function(name):
+        if nvtx: torch.cuda.nvtx.range_push(name)
+        try: yield
+        finally:
+            if nvtx: torch.cuda.nvtx.range_pop()
+
 # %% ../nbs/07_train.ipynb #0d705b82
 def backward_tokens(model:nn.Module, # the model being trained
                     batches:list, # the (x, y) micro-batches of one optimizer step
@@ -103,8 +115,9 @@ def backward_tokens(model:nn.Module, # the model being trained
     n = sum(int((y != -100).sum()) for _, y in batches)
     dev, loss = next(model.parameters()).device, 0.
     for x, y in batches:
-        with amp: l = lm_loss(model, x.to(dev), y.to(dev), 'sum') / max(n, 1)
-        l.backward(); loss += l.item()
+        with span('forward', dev.type == 'cuda'), amp: l = lm_loss(model, x.to(dev), y.to(dev), 'sum') / max(n, 1)
+        with span('backward', dev.type == 'cuda'): l.backward()
+        loss += l.item()
     return loss
 
 # %% ../nbs/07_train.ipynb #3b7ce317
@@ -190,7 +203,8 @@ def load_checkpoint(path:Path, model:nn.Module, opt, loader:PackedLoader, config
     return state['step'], state['history']
 
 # %% ../nbs/07_train.ipynb #d668a6f0
-RUN_FILES = ('config.json', 'metrics.jsonl', 'checkpoint.pt', 'curves.png', 'samples.txt', 'adapter')
+RUN_FILES = ('config.json', 'metrics.jsonl', 'checkpoint.pt', 'curves.png', 'samples.txt', 'adapter',
+             'grad_norms.json', 'grad_norms.png', 'spikes.jsonl', 'activations.json', 'activations.png', 'trace.json', 'profile.txt')  # the last seven: the instruments' (09)
 
 def _check_writable(d:Path):
     "Raise a one-line error if `d` can't be created or written to."
@@ -274,13 +288,58 @@ class _Run:
         self._io(f"the checkpoint of step {step}", lambda: save_checkpoint(self.out/'checkpoint.pt', model, opt, loader, step, history, self.config, self.data))
         self.saved = step
 
+# %% ../nbs/07_train.ipynb #30b735fd
+@dataclass
+class LoopState:
+    "What `train` shows its callbacks: the run's objects, and the current step's batches, loss and gradient norm."
+    model:nn.Module; params:list; opt:torch.optim.Optimizer; cfg:TrainConfig; out:Path|None; history:list
+    step:int=0 # the step being run, counting from 1; in `begin_fit`, the steps already done
+    batches:list|None=None # the step's (x, y) micro-batches
+    rows:list|None=None # the row indices of each micro-batch in the training rows
+    loss:float=math.nan # the step's mean loss per token
+    grad_norm:float=math.nan # the total gradient norm, before clipping
+    rec:dict|None=None # the step's record, in `after_step`
+    skip:bool=False # set it in `after_backward` to skip the update
+    stop:bool=False # set it to end the run after this step
+
+class Callback:
+    "What `train` calls at each point of a run; an instrument overrides the events it needs. Each gets the `LoopState`."
+    def begin_fit(self, s:LoopState): "Before the first step."
+    def before_step(self, s:LoopState): "The step's batches are drawn, not yet run."
+    def after_backward(self, s:LoopState): "Gradients are ready and not yet clipped."
+    def after_step(self, s:LoopState): "The update is done; `s.rec` is not yet logged."
+    def end_fit(self, s:LoopState): "The run is over, or stopped, or failed."
+
+class NonFiniteError(ValueError):
+    "A loss, activation or gradient went NaN or infinite; the message says where, and what was saved."
+
 # %% ../nbs/07_train.ipynb #e4aebe9f
 def _batches(loader):
     while True: yield from loader
 
+def _fire(cbs, event:str, s:LoopState):
+    for cb in cbs: getattr(cb, event)(s)
+
 def _use_autocast(device)->bool: return device.type == 'cuda' and torch.cuda.is_bf16_supported()
 
 def _eval_every(cfg:TrainConfig)->int: return cfg.eval_every or (max(1, cfg.steps // 5) if cfg.steps >= 25 else cfg.steps)
+
+def _step(s:LoopState, batches, loader:PackedLoader, sched, amp, cbs)->dict:
+    "Run step `s.step + 1`, firing the callbacks' events on the way; return its record."
+    s.step, s.skip, nvtx = s.step + 1, False, s.params[0].device.type == 'cuda'
+    with span('data', nvtx): s.batches, s.rows = map(list, zip(*[(next(batches), loader.rows) for _ in range(s.cfg.grad_accum)]))
+    _fire(cbs, 'before_step', s)
+    for g in s.opt.param_groups: g['lr'] = sched(s.step - 1)
+    s.loss = backward_tokens(s.model, s.batches, amp)
+    if not math.isfinite(s.loss): raise NonFiniteError(f"the loss is {s.loss} at step {s.step}: run with --nan-check (NaNTracer) to name the module that made it")
+    gn = torch.nn.utils.get_total_norm([p.grad for p in s.params if p.grad is not None])
+    s.grad_norm = gn.item()
+    _fire(cbs, 'after_backward', s)
+    with span('optimizer', nvtx):
+        torch.nn.utils.clip_grads_with_norm_(s.params, s.cfg.clip, gn)
+        if not s.skip: s.opt.step()
+        s.opt.zero_grad(set_to_none=True)
+    return dict(step=s.step, loss=s.loss, lr=s.opt.param_groups[0]['lr'], grad_norm=s.grad_norm) | ({'skipped': True} if s.skip else {})
 
 # %% ../nbs/07_train.ipynb #fe0db75e
 def train(model:nn.Module, # a model whose trainable parameters (the LoRA weights) will be trained
@@ -291,6 +350,7 @@ def train(model:nn.Module, # a model whose trainable parameters (the LoRA weight
           progress:bool=True, # draw a progress bar
           on_step=None, # `on_step(record)` is called after every step
           stop:threading.Event|None=None, # set it to stop after the current step, saving it; Ctrl-C sets it too
+          callbacks:list=(), # `Callback`s, called in order at each hook point
          )->list[dict]:
     "Train `model` on `data`; return one record per step: loss, lr, grad norm, and valid loss when measured."
     cfg = cfg or TrainConfig(); set_seed(cfg.seed)
@@ -301,27 +361,28 @@ def train(model:nn.Module, # a model whose trainable parameters (the LoRA weight
     if cfg.out: prepare_run_dir(cfg.out, resume, overwrite)
     run = _Run(cfg.out, asdict(cfg), fingerprint(data.xt, data.yt))
     step, history = run.start(model, opt, loader, resume)
+    s = LoopState(model, params, opt, cfg, run.out, history, step)
     amp = torch.autocast(dev.type, dtype=torch.bfloat16) if (cfg.autocast if cfg.autocast is not None else _use_autocast(dev)) else contextlib.nullcontext()
-    batches, bar, every = _batches(loader), Progress(cfg.steps, step) if progress else None, _eval_every(cfg)
+    batches, bar, every = _batches(loader), Progress(cfg.steps, s.step) if progress else None, _eval_every(cfg)
     model.train()
     with stop_on_sigint(stop) as stop:
         try:
-            while step < cfg.steps:
-                for g in opt.param_groups: g['lr'] = sched(step)
-                loss = backward_tokens(model, [next(batches) for _ in range(cfg.grad_accum)], amp)
-                gn = torch.nn.utils.clip_grad_norm_(params, cfg.clip).item()
-                opt.step(); opt.zero_grad(set_to_none=True); step += 1
-                rec = dict(step=step, loss=loss, lr=opt.param_groups[0]['lr'], grad_norm=gn)
-                if step % every == 0 or step == cfg.steps: rec['valid_loss'] = evaluate_lm(model, data.xv.to(dev), data.yv.to(dev), cfg.bs, cfg.eval_batches)
-                history.append(rec); run.log(rec)
-                if step % cfg.save_every == 0 or step == cfg.steps or stop.is_set(): run.save(model, opt, loader, step, history)
-                if bar: bar.update(step, loss=loss, **({'valid': rec['valid_loss']} if 'valid_loss' in rec else {}))
+            _fire(callbacks, 'begin_fit', s)
+            while s.step < cfg.steps and not s.stop:
+                s.rec = rec = _step(s, batches, loader, sched, amp, callbacks)
+                if s.step % every == 0 or s.step == cfg.steps: rec['valid_loss'] = evaluate_lm(model, data.xv.to(dev), data.yv.to(dev), cfg.bs, cfg.eval_batches)
+                _fire(callbacks, 'after_step', s)
+                s.history.append(rec); run.log(rec)
+                if s.step % cfg.save_every == 0 or s.step == cfg.steps or stop.is_set() or s.stop: run.save(model, opt, loader, s.step, s.history)
+                if bar: bar.update(s.step, loss=s.loss, **({'valid': rec['valid_loss']} if 'valid_loss' in rec else {}))
                 if on_step: on_step(rec)
-                if stop.is_set() and step < cfg.steps:
-                    run.save(model, opt, loader, step, history)
-                    raise TrainingStopped(f"stopped after step {step} of {cfg.steps}, as asked; {run.note()}")
-        except KeyboardInterrupt: raise TrainingStopped(f"interrupted at step {step} of {cfg.steps}; {run.note()}") from None
-    return history
+                if stop.is_set() and s.step < cfg.steps:
+                    run.save(model, opt, loader, s.step, s.history)
+                    raise TrainingStopped(f"stopped after step {s.step} of {cfg.steps}, as asked; {run.note()}")
+        except KeyboardInterrupt: raise TrainingStopped(f"interrupted at step {s.step} of {cfg.steps}; {run.note()}") from None
+        except NonFiniteError as e: raise NonFiniteError(f"{e}; {run.note()}") from None
+        finally: _fire(callbacks, 'end_fit', s)
+    return s.history
 
 # %% ../nbs/07_train.ipynb #199d5970
 def plot_history(history:list[dict], path:str|Path|None=None):
