@@ -10,7 +10,8 @@ import argparse, dataclasses, importlib.util, sys, sysconfig, traceback
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['run_guarded', 'train_parser', 'train_config', 'train_cli', 'merge_parser', 'merge_cli', 'proxy_cli', 'pretrain_cli']
+__all__ = ['run_guarded', 'train_parser', 'train_config', 'train_cli', 'merge_parser', 'merge_cli', 'mem_parser', 'mem_cli',
+           'proxy_cli', 'pretrain_cli']
 
 # %% ../nbs/99_cli.ipynb #c2e3c492
 def _lorakit_dir()->Path: return Path(importlib.util.find_spec('lorakit').origin).parent.resolve()
@@ -133,6 +134,45 @@ def _merge(argv:list[str]):
 def merge_cli(argv:list[str]|None=None): # the arguments; default: the command line's
     "`lorakit-merge`: merge a LoRA adapter into its base and write a Hugging Face checkpoint."
     sys.exit(run_guarded('lorakit-merge', _merge, sys.argv[1:] if argv is None else argv))
+
+# %% ../nbs/99_cli.ipynb #c2b9ea8c
+def mem_parser()->argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog='lorakit-mem', formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                                description="Predict the peak GPU memory of a LoRA or QLoRA run from a model's config.json, and say what makes it fit.")
+    p.add_argument('--model', required=True, help='a checkpoint directory or its config.json (no weights are needed)')
+    p.add_argument('--quant', default='nf4', choices=('nf4', 'none'), help='the base in 4 bits (QLoRA) or not')
+    p.add_argument('--r', type=int, default=8, help='LoRA rank')
+    p.add_argument('--targets', default='all-linear', help="'all-linear', or a regex (full match) of the linears' names")
+    p.add_argument('--bs', type=int, default=1, help='rows per micro-batch, per GPU')
+    p.add_argument('--seq-len', type=int, default=512, help='tokens per row')
+    p.add_argument('--grad-accum', type=int, default=1, help='micro-batches per optimizer step')
+    p.add_argument('--grad-ckpt', action='store_true', help='gradient checkpointing')
+    p.add_argument('--dtype', default='bf16', help="the base's dtype and the compute dtype")
+    p.add_argument('--lora-dtype', default='float32', help="the LoRA weights' dtype")
+    p.add_argument('--optimizer', default='adamw', choices=('adamw', 'sgd-momentum', 'sgd'))
+    p.add_argument('--loss', default='chunked', choices=('chunked', 'plain'), help="the chunked loss never holds the full logits")
+    p.add_argument('--gpus', type=int, default=1, help='GPUs, sharing the model with FSDP when more than 1')
+    p.add_argument('--cpu-offload', action='store_true', help="FSDP keeps the shards in host memory")
+    p.add_argument('--gpu-mem', type=float, default=24., help='memory of each GPU, GiB')
+    return p
+
+def _mem(argv:list[str]):
+    from lorakit.memory import plan_fit, usable
+    a = mem_parser().parse_args(argv)
+    if not a.gpu_mem > 0: raise ValueError(f"--gpu-mem must be > 0 GiB, got {a.gpu_mem}")
+    est, ok, fixes = plan_fit(a.model, a.gpu_mem, quant=a.quant, r=a.r, targets=a.targets, bs=a.bs, seq_len=a.seq_len, grad_accum=a.grad_accum,
+                              grad_ckpt=a.grad_ckpt, dtype=a.dtype, lora_dtype=a.lora_dtype, optimizer=a.optimizer, loss=a.loss,
+                              world_size=a.gpus, cpu_offload=a.cpu_offload)
+    print(est.table())
+    room = f"{usable(a.gpu_mem) / 2**30:.1f} GiB usable of {a.gpu_mem:g} GiB per GPU"
+    print(f"\npeak {est.peak / 2**30:.2f} GiB per GPU: {'fits' if ok else 'does not fit'} ({room})")
+    if not ok:
+        print("what makes it fit:" if fixes else "nothing tried makes it fit: a shorter --seq-len, a lower --r, or larger GPUs")
+        for what, e in fixes: print(f"  {what}: {e.peak / 2**30:.2f} GiB")
+
+def mem_cli(argv:list[str]|None=None): # the arguments; default: the command line's
+    "`lorakit-mem`: predict a run's peak memory from a config.json, and what makes it fit."
+    sys.exit(run_guarded('lorakit-mem', _mem, sys.argv[1:] if argv is None else argv))
 
 # %% ../nbs/99_cli.ipynb #79dd5e5c
 def _proxy(argv:list[str]):

@@ -18,6 +18,7 @@ from .pretrain import evaluate_lm, base_path
 from .train import *
 from .adapters import save_adapter
 from .instrument import Instruments
+from .memory import pick_loss
 
 # %% auto #0
 __all__ = ['job_docs', 'check_job', 'job_dtype', 'finetune', 'first_steps', 'check_loss_curve']
@@ -113,7 +114,8 @@ def finetune(cfg:TrainConfig|None=None, # the run's settings; default: the shipp
         sample0 = _sample(model, tok, prompt, cfg)
     except KeyboardInterrupt: raise TrainingStopped("interrupted before training started: nothing was trained") from None
     log(f"{lora_summary(model).counts}\nbefore: {_losses(before)}")
-    hist = train(model, data, cfg, resume=resume, overwrite=overwrite, progress=progress, stop=stop, callbacks=(instruments or Instruments()).callbacks(model))
+    hist = train(model, data, cfg, resume=resume, overwrite=overwrite, progress=progress, stop=stop, callbacks=(instruments or Instruments()).callbacks(model),
+                 loss_fn=pick_loss(model, cfg.loss))
     try: after = _finish(model, tok, d, data, sh, cfg, hist, prompt, sample0)
     except KeyboardInterrupt:
         raise TrainingStopped(f"interrupted after training finished; the checkpoint of step {cfg.steps} in {cfg.out} holds the trained weights: "
@@ -135,13 +137,14 @@ def first_steps(cfg:TrainConfig, # the job; its `out` must be None, since nothin
     "The records (loss, lr, grad norm) of the first `n` steps of the job `cfg`, on the learning rates of its full schedule."
     if cfg.out: raise ValueError(f"first_steps writes nothing, but out={cfg.out!r}: pass a TrainConfig with out=None")
     _, model, _, _, data, _ = _setup(cfg, resume=False, overwrite=False)
-    return train(model, data, cfg, progress=False, callbacks=[*callbacks, _StopAfter(n)])
+    return train(model, data, cfg, progress=False, callbacks=[*callbacks, _StopAfter(n)], loss_fn=pick_loss(model, cfg.loss))
 
 # %% ../nbs/98_finetune.ipynb #b224f910
 def _changed(cfg:TrainConfig, stored:dict)->str:
     "The settings of `cfg`, other than the seed, that differ from `stored`, as 'name: stored -> now'."
-    now = asdict(cfg)
-    return ', '.join(f"{k}: {stored.get(k)!r} -> {now.get(k)!r}" for k in sorted(now.keys() | stored.keys()) if k != 'seed' and now.get(k) != stored.get(k))
+    now, default = asdict(cfg), asdict(TrainConfig())
+    stored = {k: stored.get(k, default.get(k)) for k in now.keys() | stored.keys()}  # a setting added since the baseline was written had its default
+    return ', '.join(f"{k}: {stored.get(k)!r} -> {now.get(k)!r}" for k in sorted(stored) if k != 'seed' and now.get(k) != stored.get(k))
 
 def check_loss_curve(losses:list[float], # the run's losses, step 1 first
                      baseline:dict, # as `bench/loss_baseline.py` writes it: the `seed0` curve, a `tolerance` per step, the `config`

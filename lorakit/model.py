@@ -188,7 +188,10 @@ class Llama(nn.Module):
         for m in self.modules():  # N(0, 0.02), as Llama is trained from scratch; a checkpoint overwrites it
             if isinstance(m, (nn.Linear, nn.Embedding)): nn.init.normal_(m.weight, std=0.02)
 
-    def forward(self, ids:torch.Tensor, cache:KVCache|None=None)->torch.Tensor:
+    def forward(self, ids:torch.Tensor, cache:KVCache|None=None)->torch.Tensor: return self.lm_head(self.hidden(ids, cache))
+
+    def hidden(self, ids:torch.Tensor, cache:KVCache|None=None)->torch.Tensor:
+        "The final hidden states, normed: what the head turns into logits (10_memory's chunked loss takes them from here)."
         start = cache.pos if cache is not None else 0
         if start + ids.shape[1] > self.config.max_position_embeddings:
             raise ValueError(f"{start + ids.shape[1]} positions exceed max_position_embeddings={self.config.max_position_embeddings}: use shorter sequences")
@@ -199,7 +202,7 @@ class Llama(nn.Module):
             if self.grad_ckpt and torch.is_grad_enabled(): x = checkpoint(layer, x, pos, inv_freq, cache, use_reentrant=False)
             else: x = layer(x, pos, inv_freq, cache)
         if cache is not None: cache.pos += ids.shape[1]
-        return self.lm_head(self.model.norm(x))
+        return self.model.norm(x)
 
 @patch
 def get_output_embeddings(self:Llama)->nn.Module: return self.lm_head

@@ -7,7 +7,7 @@ Docs: https://lorakit.github.io/lorakit/train.html.md"""
 # %% ../nbs/07_train.ipynb #e36cd8b1
 from __future__ import annotations
 import contextlib, hashlib, json, math, random, shutil, signal, sys, tempfile, threading, time
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass, asdict, fields
 from pathlib import Path
 import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
 from .core import *
@@ -23,7 +23,7 @@ __all__ = ['RUN_FILES', 'TrainConfig', 'one_cycle_lr', 'lr_schedule', 'lm_loss',
            'NonFiniteError', 'train', 'plot_history', 'sample_text']
 
 # %% ../nbs/07_train.ipynb #8ea25d67
-_quants, _schedules = ('nf4', 'none'), ('cosine', 'onecycle')
+_quants, _schedules, _losses = ('nf4', 'none'), ('cosine', 'onecycle'), ('auto', 'chunked', 'plain')
 
 @dataclass
 class TrainConfig:
@@ -48,6 +48,7 @@ class TrainConfig:
     clip:float=1.0 # clip the total gradient norm to this
     weight_decay:float=0.0 # AdamW's weight decay
     grad_ckpt:bool=False # recompute activations in backward, for memory
+    loss:str='auto' # 'chunked' (never holds the full logits), 'plain', or 'auto': chunked where the vocabulary is over twice the hidden size (10_memory; the job picks it, `train` takes a `loss_fn`)
     autocast:bool|None=None # bf16 autocast; None: on for a GPU that supports bf16
     eval_every:int|None=None # validate every this many steps; None: five times a run (only at the end of a run under 25 steps)
     eval_batches:int=10 # batches per validation
@@ -75,6 +76,7 @@ def _check_config(c:TrainConfig):
     check_arg('--dropout', c.dropout, _is_num(c.dropout) and 0 <= c.dropout < 1, 'a number in [0, 1)')
     check_arg('--quant', c.quant, c.quant in _quants, f'one of {_quants}')
     check_arg('--schedule', c.schedule, c.schedule in _schedules, f'one of {_schedules}')
+    check_arg('--loss', c.loss, c.loss in _losses, f'one of {_losses}')
     if c.dtype != 'auto': get_dtype(c.dtype)  # raises, naming the dtypes it knows
 
 # %% ../nbs/07_train.ipynb #e57b6db6
@@ -110,12 +112,13 @@ def span(name:str, # what the range is called in a trace, e.g. 'forward'
 def backward_tokens(model:nn.Module, # the model being trained
                     batches:list, # the (x, y) micro-batches of one optimizer step
                     amp=contextlib.nullcontext(), # a context to run forward in, such as `torch.autocast`
+                    loss_fn=lm_loss, # `loss_fn(model, x, y, 'sum')`: `lm_loss`, or 10_memory's `chunked_lm_loss`
                    )->float:
     "Backpropagate the mean loss over every labelled token of `batches`, one micro-batch at a time; return that mean."
     n = sum(int((y != -100).sum()) for _, y in batches)
     dev, loss = next(model.parameters()).device, 0.
     for x, y in batches:
-        with span('forward', dev.type == 'cuda'), amp: l = lm_loss(model, x.to(dev), y.to(dev), 'sum') / max(n, 1)
+        with span('forward', dev.type == 'cuda'), amp: l = loss_fn(model, x.to(dev), y.to(dev), 'sum') / max(n, 1)
         with span('backward', dev.type == 'cuda'): l.backward()
         loss += l.item()
     return loss
@@ -172,11 +175,14 @@ def save_checkpoint(path:Path, model:nn.Module, opt, loader:PackedLoader, step:i
     with atomic_path(path) as t: torch.save(state, t)
 
 # %% ../nbs/07_train.ipynb #a43404ee
+_DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
+
 def _check_same_run(path, state:dict, config:dict, data:str):
     "Raise, naming the first setting that differs, if the checkpoint at `path` is from another run."
     for k, v in config.items():
-        if k not in _MAY_CHANGE and state['config'].get(k) != v:
-            raise ValueError(f"{path} was trained with {k}={state['config'].get(k)!r}, not {v!r}: resume with the same --{k.replace('_', '-')}, "
+        old = state['config'].get(k, _DEFAULTS.get(k))  # a setting added since the checkpoint was written had its default
+        if k not in _MAY_CHANGE and old != v:
+            raise ValueError(f"{path} was trained with {k}={old!r}, not {v!r}: resume with the same --{k.replace('_', '-')}, "
                              f"or start a new run (--overwrite, or another --out)")
     if state['data'] != data: raise ValueError(f"{path} was trained on other rows: the data files, --field or --seq-len changed since. "
                                                f"Resume with the same data, or start a new run (--overwrite, or another --out)")
@@ -301,6 +307,7 @@ class LoopState:
     rec:dict|None=None # the step's record, in `after_step`
     skip:bool=False # set it in `after_backward` to skip the update
     stop:bool=False # set it to end the run after this step
+    loss_fn:object=lm_loss # how each micro-batch's loss is computed
 
 class Callback:
     "What `train` calls at each point of a run; an instrument overrides the events it needs. Each gets the `LoopState`."
@@ -330,7 +337,7 @@ def _step(s:LoopState, batches, loader:PackedLoader, sched, amp, cbs)->dict:
     with span('data', nvtx): s.batches, s.rows = map(list, zip(*[(next(batches), loader.rows) for _ in range(s.cfg.grad_accum)]))
     _fire(cbs, 'before_step', s)
     for g in s.opt.param_groups: g['lr'] = sched(s.step - 1)
-    s.loss = backward_tokens(s.model, s.batches, amp)
+    s.loss = backward_tokens(s.model, s.batches, amp, s.loss_fn)
     if not math.isfinite(s.loss): raise NonFiniteError(f"the loss is {s.loss} at step {s.step}: run with --nan-check (NaNTracer) to name the module that made it")
     gn = torch.nn.utils.get_total_norm([p.grad for p in s.params if p.grad is not None])
     s.grad_norm = gn.item()
@@ -351,6 +358,7 @@ def train(model:nn.Module, # a model whose trainable parameters (the LoRA weight
           on_step=None, # `on_step(record)` is called after every step
           stop:threading.Event|None=None, # set it to stop after the current step, saving it; Ctrl-C sets it too
           callbacks:list=(), # `Callback`s, called in order at each hook point
+          loss_fn=lm_loss, # `loss_fn(model, x, y, reduction)`; 10_memory's `chunked_lm_loss` never holds the full logits
          )->list[dict]:
     "Train `model` on `data`; return one record per step: loss, lr, grad norm, and valid loss when measured."
     cfg = cfg or TrainConfig(); set_seed(cfg.seed)
@@ -361,7 +369,7 @@ def train(model:nn.Module, # a model whose trainable parameters (the LoRA weight
     if cfg.out: prepare_run_dir(cfg.out, resume, overwrite)
     run = _Run(cfg.out, asdict(cfg), fingerprint(data.xt, data.yt))
     step, history = run.start(model, opt, loader, resume)
-    s = LoopState(model, params, opt, cfg, run.out, history, step)
+    s = LoopState(model, params, opt, cfg, run.out, history, step, loss_fn=loss_fn)
     amp = torch.autocast(dev.type, dtype=torch.bfloat16) if (cfg.autocast if cfg.autocast is not None else _use_autocast(dev)) else contextlib.nullcontext()
     batches, bar, every = _batches(loader), Progress(cfg.steps, s.step) if progress else None, _eval_every(cfg)
     model.train()
