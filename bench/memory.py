@@ -203,8 +203,8 @@ def main():
     p.add_argument('--threads', type=int, default=None, help='torch threads, default torch.get_num_threads()')
     a = p.parse_args()
     q = a.quick
-    a.base_sizes = a.base_sizes or ([(2, 32), (4, 64)] if q else [(8, 128), (16, 256)])
-    a.smol_sizes = a.smol_sizes or ([(1, 32), (2, 64)] if q else [(2, 128), (4, 256)])
+    a.base_sizes = a.base_sizes or ([(4, 64)] if q else [(8, 128), (16, 256)])
+    a.smol_sizes = a.smol_sizes or ([(1, 64)] if q else [(2, 128), (4, 256)])
     a.bs, a.seq_len, a.reps = a.bs or (1 if q else 4), a.seq_len or (64 if q else 512), a.reps or (1 if q else 3)
     tables = {int(t) for t in a.tables.split(',')}
     warnings.filterwarnings('ignore')
