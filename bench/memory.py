@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """Training-step memory: lorakit.memory's estimate against measurement, against fsdp_qlora's published figures, and against PEFT.
 
-    python bench/memory.py                 # all three tables, CPU, float32 (about half an hour on 2 cores)
-    python bench/memory.py --quick         # small sizes, one timed step: a smoke test of a few minutes
+    python bench/memory.py                 # all three tables, CPU, float32 (about 10 minutes on 2 cores)
+    python bench/memory.py --quick         # small sizes, one timed step: a smoke test (a minute or two)
     python bench/memory.py --tables 2      # the estimator against fsdp_qlora alone (instant)
-    python bench/memory.py --ckpt          # table 3 also with gradient checkpointing on both sides
+    python bench/memory.py --ckpt          # table 3 also with gradient checkpointing on both sides (about 15 minutes)
     python bench/memory.py --skip-peft     # table 3 without the PEFT + bitsandbytes + transformers side
 
 Memory is the peak of live tensor storage, op by op, as `lorakit.memory.MemoryTimeline` tracks it (a
@@ -15,11 +15,13 @@ TorchDispatchMode: what the tensors hold, not the allocator's cache or the proce
    peak of lorakit's shipped base and SmolLM2-135M-Instruct, in NF4 and unquantized, with gradient
    checkpointing off and on, at two batch sizes, all-linear LoRA r 8 with dropout 0.05, the chunked
    loss (and the plain one for SmolLM2 at the smaller size). The error is (predicted - measured) / measured.
-2. fsdp_qlora's published peaks (estimator only, nothing is run): Llama-2-7B, QLoRA r 64, bf16,
-   two GPUs with FSDP, against the peak reserved memory per GPU of AnswerDotAI/fsdp_qlora's
-   benchmarks_03_2024.md (transformers + PEFT, FSDP1 full_shard on 2 x RTX 3090, reentrant
-   checkpointing, AdamW). Reserved memory includes the caching allocator's slack, which the estimate
-   does not model: expect the estimate a little under.
+2. fsdp_qlora's published peaks (estimator only, nothing is run): Llama-2-7B, QLoRA and LoRA r 64, bf16,
+   batch 1, two GPUs with FSDP, against the peak memory per GPU in AnswerDotAI/fsdp_qlora's
+   benchmarks_03_2024.md (transformers + PEFT, FSDP1 full_shard on 2 x RTX 3090, gradient
+   checkpointing, AdamW). Their figures are mostly peak *reserved* memory, which holds the caching
+   allocator's slack and whatever loading left cached (they report 3.72 GiB reserved for QLoRA before
+   the first step, about the whole unsharded model); the estimate models neither. The closest
+   comparison is LoRA's peak *allocated* memory, which they give for both lengths.
 3. SmolLM2-135M QLoRA, lorakit against PEFT + bitsandbytes' Linear4bit + transformers on the same
    float32 checkpoint, the same tokens and the same tracker: the peak, and the median step time
    of `--reps` steps timed outside the tracker (which slows every op), after one warm-up step, the
