@@ -11,7 +11,7 @@ from pathlib import Path
 import torch, torch.nn as nn
 from safetensors.torch import save_file, load_file
 from .core import *
-from .inject import add_lora, lora_modules, unload_lora
+from .inject import add_lora, lora_modules, lora_state_dict, unload_lora
 from .qlora import NF4Linear, merge_to_16bit
 from .model import Llama
 
@@ -22,9 +22,10 @@ __all__ = ['TOKENIZER_FILES', 'base_quantization', 'adapter_config', 'save_adapt
 # %% ../nbs/08_adapters.ipynb #8095d130
 def base_quantization(model:nn.Module)->dict|None:
     "How the base of `model` was quantized to NF4, as `adapter_config` records it; None for a full-precision base."
-    nf4 = {n.removesuffix('.base'): m.q for n, m in model.named_modules() if isinstance(m, NF4Linear)}
+    nf4 = {n.removesuffix('.base'): m for n, m in model.named_modules() if isinstance(m, NF4Linear)}
     if not nf4: return None
-    kinds = {(q.blocksize, q.double_quant, str(q.dtype).removeprefix('torch.')) for q in nf4.values()}
+    # read from each layer's settings (meta: shape, dtype, blocksize, nested_blocksize), not its tensors, which a sharded model (11_fsdp) holds in pieces
+    kinds = {(m.meta[2], m.nested_absmax is not None, str(m.meta[1]).removeprefix('torch.')) for m in nf4.values()}
     if len(kinds) > 1: raise ValueError(f"the NF4 layers differ in (blocksize, double_quant, dtype): {sorted(kinds)}; quantize the base with one setting")
     blocksize, double_quant, dtype = kinds.pop()
     return dict(quant_type='nf4', blocksize=blocksize, double_quant=double_quant, dtype=dtype, modules=sorted(nf4))
@@ -51,10 +52,12 @@ def save_adapter(model:nn.Module, # a model with LoRA layers
                  path:str|Path, # directory to write
                  base_model_name_or_path:str|None=None, # recorded in the config, for PEFT
                  overwrite:bool=False, # replace `path` if it holds files
+                 weights:dict|None=None, # the LoRA weights to write, keyed as `lora_state_dict` keys them; default: `model`'s own (11_fsdp passes those it gathered from the shards)
                 )->Path:
     "Write the LoRA weights of `model` in PEFT's format: `adapter_model.safetensors` and `adapter_config.json`."
     cfg = adapter_config(model, base_model_name_or_path)
-    sd = {f'{_prefix}{n}.lora_{k}.weight': getattr(m, k).detach().contiguous().cpu() for n, m in lora_modules(model).items() for k in 'AB'}
+    weights = lora_state_dict(model) if weights is None else weights
+    sd = {f'{_prefix}{n}.lora_{k}.weight': weights[f'{n}.{k}'].detach().contiguous().cpu() for n in lora_modules(model) for k in 'AB'}
     with atomic_dir(path, overwrite) as d:
         save_file(sd, d/'adapter_model.safetensors', metadata={'format': 'pt'})
         (d/'adapter_config.json').write_text(json.dumps(cfg, indent=2))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['run_guarded', 'train_parser', 'train_config', 'train_cli', 'merge_parser', 'merge_cli', 'mem_parser', 'mem_cli',
-           'proxy_cli', 'pretrain_cli']
+           'proxy_cli', 'pretrain_cli', 'main']
 
 # %% ../nbs/99_cli.ipynb #c2e3c492
 def _lorakit_dir()->Path: return Path(importlib.util.find_spec('lorakit').origin).parent.resolve()
@@ -205,3 +205,17 @@ def _pretrain(argv:list[str]):
 def pretrain_cli(argv:list[str]|None=None): # the arguments; default: the command line's
     "`lorakit-pretrain`: pretrain lorakit's byte-level Llama on Shakespeare and save it."
     sys.exit(run_guarded('lorakit-pretrain', _pretrain, sys.argv[1:] if argv is None else argv))
+
+# %% ../nbs/99_cli.ipynb #b8121d3a
+_COMMANDS = dict(train=train_cli, merge=merge_cli, mem=mem_cli, proxy=proxy_cli, pretrain=pretrain_cli)
+
+def main(argv:list[str]|None=None): # the command and its arguments; default: the command line's
+    "`python -m lorakit.cli COMMAND ARGS`: run `lorakit-COMMAND ARGS`."
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] not in _COMMANDS:
+        print(f"usage: python -m lorakit.cli {{{','.join(_COMMANDS)}}} ARGS: runs lorakit-COMMAND ARGS (e.g. under torchrun)", file=sys.stderr)
+        sys.exit(2)
+    _COMMANDS[argv[0]](argv[1:])
+
+# %% ../nbs/99_cli.ipynb #e77781b1
+if __name__ == '__main__': main()

@@ -61,7 +61,7 @@ class ParamCount(NamedTuple):
 
 def count_params(m:nn.Module)->ParamCount:
     "Count the parameters of `m`, and those of them that require grad; quantized weights count through `n_quantized_params`."
-    ps = list(m.parameters())
+    ps = [p for p in m.parameters() if p.is_floating_point()]  # integer parameters hold quantized codes (11_fsdp), counted above
     quantized = sum(getattr(o, 'n_quantized_params', 0) for o in m.modules())
     return ParamCount(sum(p.numel() for p in ps) + quantized, sum(p.numel() for p in ps if p.requires_grad))
 

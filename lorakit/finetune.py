@@ -19,9 +19,12 @@ from .train import *
 from .adapters import save_adapter
 from .instrument import Instruments
 from .memory import pick_loss
+from .fsdp import init_distributed, load_sharded, Sharded, grad_reduction, sharded_loss, save_adapter_sharded, rank_bytes, peak_rss_mib
+import torch.distributed as dist
+from .train import _write_text
 
 # %% auto #0
-__all__ = ['job_docs', 'check_job', 'job_dtype', 'finetune', 'first_steps', 'check_loss_curve']
+__all__ = ['job_docs', 'check_job', 'job_dtype', 'job_group', 'job_loss', 'finetune', 'first_steps', 'check_loss_curve']
 
 # %% ../nbs/98_finetune.ipynb #2d81fc54
 def _model_dir(cfg:TrainConfig)->Path:
@@ -74,27 +77,60 @@ def _write_samples(path:Path, before:str, after:str):
     with atomic_path(path) as t: t.write_text(f"--- before ---\n{before}\n\n--- after ---\n{after}\n")
 
 # %% ../nbs/98_finetune.ipynb #233fde0a
-def _setup(cfg:TrainConfig, resume:bool, overwrite:bool):
-    "Check everything, prepare the run directory, then load the model with LoRA; returns what the job needs."
-    d, mc, tok, docs, data = check_job(cfg)
-    if cfg.out: prepare_run_dir(cfg.out, resume, overwrite)
-    if resume: read_checkpoint(Path(cfg.out)/'checkpoint.pt', asdict(cfg), fingerprint(data.xt, data.yt))  # the same run, before minutes of loading
-    set_seed(cfg.seed)
-    dev = get_device(cfg.device)
-    model = Llama.from_pretrained(d, dtype=job_dtype(cfg.dtype, dev), device=dev, quantize=cfg.quant == 'nf4')
-    add_lora(model, cfg.targets, r=cfg.r, alpha=cfg.alpha, dropout=cfg.dropout, rslora=cfg.rslora)
-    if cfg.grad_ckpt: grad_checkpointing(model)
-    sh = lm_data(shakespeare(), tok, cfg.seq_len, valid_pct=0.05) if cfg.model is None else None
-    return d, model, tok, docs, data, sh
+def job_group(cfg:TrainConfig):
+    "The processes of the job: `OneProcess()`, or with `cfg.fsdp` this rank of the torchrun job (joining its process group)."
+    return Sharded(init_distributed(cfg.device, cfg.dist_timeout)) if cfg.fsdp else OneProcess()
 
-def _finish(model, tok, d:Path, data, sh, cfg:TrainConfig, hist:list, prompt:str, sample0:str)->dict:
-    "The losses after training, and the run directory's curves, samples and adapter."
+def _setup(cfg:TrainConfig, resume:bool, overwrite:bool):
+    "Check everything, prepare the run directory, then load the model with LoRA (sharded under --fsdp); returns what the job needs."
+    d, mc, tok, docs, data = check_job(cfg)
+    group = job_group(cfg)
+    if resume: group.checkpoint.check(Path(cfg.out), asdict(cfg), fingerprint(data.xt, data.yt))  # the same run, before minutes of loading
+    if cfg.out and group.main: prepare_run_dir(cfg.out, resume, overwrite, group.checkpoint.name)
+    if cfg.fsdp: group.barrier()  # the directory is ready before any rank writes to it
+    set_seed(cfg.seed)
+    dev, lora = get_device(cfg.device), dict(targets=cfg.targets, r=cfg.r, alpha=cfg.alpha, dropout=cfg.dropout, rslora=cfg.rslora)
+    if cfg.fsdp:
+        rss = peak_rss_mib()
+        model = load_sharded(d, group.mesh, job_dtype(cfg.dtype, dev), cfg.quant == 'nf4', lora, cfg.seed, cfg.grad_ckpt, cpu_offload=cfg.cpu_offload)
+        group.load_rss = (rss, peak_rss_mib())  # peak resident MiB before and after loading, for ranks.json
+    else:
+        model = Llama.from_pretrained(d, dtype=job_dtype(cfg.dtype, dev), device=dev, quantize=cfg.quant == 'nf4')
+        add_lora(model, **lora)
+        if cfg.grad_ckpt: grad_checkpointing(model)
+    sh = lm_data(shakespeare(), tok, cfg.seq_len, valid_pct=0.05) if cfg.model is None else None
+    return d, model, tok, docs, data, sh, group
+
+def job_loss(model, cfg:TrainConfig, group):
+    "The loss `train` gets: `pick_loss`'s choice, split over the ranks of a sharded run."
+    f = pick_loss(model, cfg.loss)
+    return sharded_loss(f, grad_reduction(group.mesh)) if cfg.fsdp else f
+
+class _RankBytes(Callback):
+    "Keep, at the end of training, the bytes this rank holds (11_fsdp's `rank_bytes`): base, LoRA and optimizer shards."
+    def end_fit(self, s:LoopState): self.bytes = rank_bytes(s.model, s.opt)
+
+def _write_ranks(path:Path, group, held:dict):
+    "ranks.json: each rank's peak memory while loading and the bytes it holds, gathered to rank 0."
+    rec = dict(rank=group.rank, rss_before_load_mib=group.load_rss[0], rss_after_load_mib=group.load_rss[1], **held)
+    recs = [None]*group.world
+    dist.all_gather_object(recs, rec)
+    if group.main: _write_text(path, json.dumps(recs, indent=2))
+
+def _finish(model, tok, d:Path, data, sh, cfg:TrainConfig, hist:list, prompt:str, sample0:str, group=None, held:dict|None=None)->dict:
+    "The losses after training, and the run directory's curves, samples and adapter (written by rank 0 alone in a sharded run)."
+    group = group or OneProcess()
     after = _report(model, data, sh, cfg)
+    sample1 = _sample(model, tok, prompt, cfg) if cfg.out and cfg.samples != 0 else ''  # every rank runs the model, in step
     if cfg.out:
         o = Path(cfg.out)
-        plot_history(hist, o/'curves.png')
-        if cfg.samples != 0: _write_samples(o/'samples.txt', sample0, _sample(model, tok, prompt, cfg))
-        save_adapter(model, o/'adapter', base_model_name_or_path=str(d.resolve()), overwrite=True)
+        if group.main:
+            plot_history(hist, o/'curves.png')
+            if cfg.samples != 0: _write_samples(o/'samples.txt', sample0, sample1)
+        if cfg.fsdp:
+            save_adapter_sharded(model, o/'adapter', base_model_name_or_path=str(d.resolve()), overwrite=True)
+            _write_ranks(o/'ranks.json', group, held or {})
+        else: save_adapter(model, o/'adapter', base_model_name_or_path=str(d.resolve()), overwrite=True)
     return after
 
 # %% ../nbs/98_finetune.ipynb #2f334c26
@@ -109,14 +145,16 @@ def finetune(cfg:TrainConfig|None=None, # the run's settings; default: the shipp
     "Fine-tune a Llama with LoRA or QLoRA as `cfg` says; return the losses before and after, and the history."
     cfg = cfg or TrainConfig(out='lorakit-run')
     try:
-        d, model, tok, docs, data, sh = _setup(cfg, resume, overwrite)
+        d, model, tok, docs, data, sh, group = _setup(cfg, resume, overwrite)
         before, prompt = _report(model, data, sh, cfg), docs[0][:40]
         sample0 = _sample(model, tok, prompt, cfg)
     except KeyboardInterrupt: raise TrainingStopped("interrupted before training started: nothing was trained") from None
+    if not group.main: log = lambda *a, **k: None  # rank 0 speaks for the job
     log(f"{lora_summary(model).counts}\nbefore: {_losses(before)}")
-    hist = train(model, data, cfg, resume=resume, overwrite=overwrite, progress=progress, stop=stop, callbacks=(instruments or Instruments()).callbacks(model),
-                 loss_fn=pick_loss(model, cfg.loss))
-    try: after = _finish(model, tok, d, data, sh, cfg, hist, prompt, sample0)
+    held = _RankBytes()
+    hist = train(model, data, cfg, resume=resume, overwrite=overwrite, progress=progress, stop=stop, loss_fn=job_loss(model, cfg, group), group=group,
+                 callbacks=[*(instruments or Instruments()).callbacks(model), held])
+    try: after = _finish(model, tok, d, data, sh, cfg, hist, prompt, sample0, group, held.bytes)
     except KeyboardInterrupt:
         raise TrainingStopped(f"interrupted after training finished; the checkpoint of step {cfg.steps} in {cfg.out} holds the trained weights: "
                               f"run the same command with --resume to write the adapter and the reports" if cfg.out else "interrupted after training; nothing was saved") from None
@@ -136,8 +174,8 @@ def first_steps(cfg:TrainConfig, # the job; its `out` must be None, since nothin
                )->list[dict]:
     "The records (loss, lr, grad norm) of the first `n` steps of the job `cfg`, on the learning rates of its full schedule."
     if cfg.out: raise ValueError(f"first_steps writes nothing, but out={cfg.out!r}: pass a TrainConfig with out=None")
-    _, model, _, _, data, _ = _setup(cfg, resume=False, overwrite=False)
-    return train(model, data, cfg, progress=False, callbacks=[*callbacks, _StopAfter(n)], loss_fn=pick_loss(model, cfg.loss))
+    _, model, _, _, data, _, group = _setup(cfg, resume=False, overwrite=False)
+    return train(model, data, cfg, progress=False, callbacks=[*callbacks, _StopAfter(n)], loss_fn=job_loss(model, cfg, group), group=group)
 
 # %% ../nbs/98_finetune.ipynb #b224f910
 def _changed(cfg:TrainConfig, stored:dict)->str:

@@ -111,6 +111,7 @@ def q(self:NF4Linear)->NF4Weight:
 @patch(as_prop=True)
 def weight(self:NF4Linear)->torch.Tensor:
     "The dense weight, dequantized on access, in the dtype it was quantized from."
+    if self.packed.is_meta: return torch.empty(self.meta[0], dtype=self.meta[1], device='meta')  # a skeleton (11_fsdp) has no bytes to dequantize
     return dequantize_nf4(self.q)
 
 @patch

@@ -19,8 +19,8 @@ from .pretrain import lr_at, evaluate_lm
 # %% auto #0
 __all__ = ['RUN_FILES', 'TrainConfig', 'one_cycle_lr', 'lr_schedule', 'lm_loss', 'span', 'backward_tokens', 'grad_checkpointing',
            'Progress', 'rng_state', 'set_rng_state', 'fingerprint', 'save_checkpoint', 'read_checkpoint',
-           'load_checkpoint', 'prepare_run_dir', 'TrainingStopped', 'stop_on_sigint', 'LoopState', 'Callback',
-           'NonFiniteError', 'train', 'plot_history', 'sample_text']
+           'load_checkpoint', 'FileCheckpoint', 'OneProcess', 'prepare_run_dir', 'TrainingStopped', 'stop_on_sigint',
+           'LoopState', 'Callback', 'NonFiniteError', 'train', 'plot_history', 'sample_text']
 
 # %% ../nbs/07_train.ipynb #8ea25d67
 _quants, _schedules, _losses = ('nf4', 'none'), ('cosine', 'onecycle'), ('auto', 'chunked', 'plain')
@@ -57,6 +57,9 @@ class TrainConfig:
     seed:int=0 # seed of the LoRA init, the data split and order, and dropout
     out:str|None=None # the run directory; None writes nothing
     device:str|None=None # 'cpu', 'cuda', 'cuda:1'; None: the GPU if there is one
+    fsdp:bool=False # shard the model over the processes torchrun starts, one per GPU or CPU rank (11_fsdp)
+    cpu_offload:bool=False # with --fsdp on GPUs: keep the parameter shards in host memory, moved to the GPU as each layer runs
+    dist_timeout:float=600 # with --fsdp: seconds a rank waits for the others in a collective before it fails
 
     def __post_init__(self): _check_config(self)
 
@@ -77,6 +80,8 @@ def _check_config(c:TrainConfig):
     check_arg('--quant', c.quant, c.quant in _quants, f'one of {_quants}')
     check_arg('--schedule', c.schedule, c.schedule in _schedules, f'one of {_schedules}')
     check_arg('--loss', c.loss, c.loss in _losses, f'one of {_losses}')
+    check_arg('--dist-timeout', c.dist_timeout, _is_num(c.dist_timeout) and c.dist_timeout > 0, 'a number of seconds > 0')
+    if c.cpu_offload and not c.fsdp: raise ValueError("--cpu-offload offloads the shards of a sharded run: add --fsdp (under torchrun), or leave it off")
     if c.dtype != 'auto': get_dtype(c.dtype)  # raises, naming the dtypes it knows
 
 # %% ../nbs/07_train.ipynb #e57b6db6
@@ -160,7 +165,7 @@ def set_rng_state(st:dict):
 
 # %% ../nbs/07_train.ipynb #af2129a3
 _CKPT_KEYS = ('step', 'lora', 'optimizer', 'loader', 'rng', 'history', 'config', 'data')
-_MAY_CHANGE = ('out', 'device', 'save_every', 'eval_every', 'eval_batches', 'samples', 'data')  # a resumed run may change these; data is compared by its rows
+_MAY_CHANGE = ('out', 'device', 'save_every', 'eval_every', 'eval_batches', 'samples', 'data', 'cpu_offload', 'dist_timeout')  # a resumed run may change these; data is compared by its rows
 
 def fingerprint(*ts:torch.Tensor)->str:
     "A SHA-256 of the bytes of `ts`: the same rows give the same fingerprint."
@@ -208,9 +213,27 @@ def load_checkpoint(path:Path, model:nn.Module, opt, loader:PackedLoader, config
     set_rng_state(state['rng'])
     return state['step'], state['history']
 
+class FileCheckpoint:
+    "The training state as one file, `checkpoint.pt` in the run directory, written atomically by `save_checkpoint`."
+    name = 'checkpoint.pt'
+    def save(self, out:Path, model, opt, loader, step:int, history:list, config:dict, data:str):
+        save_checkpoint(out/self.name, model, opt, loader, step, history, config, data)
+    def load(self, out:Path, model, opt, loader, config:dict, data:str)->tuple[int, list]:
+        return load_checkpoint(out/self.name, model, opt, loader, config, data)
+    def check(self, out:Path, config:dict, data:str):
+        "Raise if `out` holds no checkpoint of this run; cheap, so a job can call it before loading a model."
+        if (Path(out)/'checkpoint').is_dir() and not (Path(out)/self.name).exists():
+            raise ValueError(f"{out} holds a sharded checkpoint (checkpoint/): resume it under torchrun with --fsdp")
+        read_checkpoint(Path(out)/self.name, config, data)
+
+class OneProcess:
+    "How `train` runs in one process: it writes the run's files, keeps a `FileCheckpoint`, and decides alone when to stop. 11_fsdp's `Sharded` is its counterpart for a run under torchrun."
+    main, checkpoint = True, FileCheckpoint()
+    def any(self, flag:bool)->bool: return flag  # with several processes: true if it is true on any of them
+
 # %% ../nbs/07_train.ipynb #d668a6f0
-RUN_FILES = ('config.json', 'metrics.jsonl', 'checkpoint.pt', 'curves.png', 'samples.txt', 'adapter',
-             'grad_norms.json', 'grad_norms.png', 'spikes.jsonl', 'activations.json', 'activations.png', 'trace.json', 'profile.txt')  # the last seven: the instruments' (09)
+RUN_FILES = ('config.json', 'metrics.jsonl', 'checkpoint.pt', 'checkpoint', 'ranks.json', 'curves.png', 'samples.txt', 'adapter',
+             'grad_norms.json', 'grad_norms.png', 'spikes.jsonl', 'activations.json', 'activations.png', 'trace.json', 'profile.txt')  # checkpoint/ and ranks.json: a sharded run's (11_fsdp); the last seven: the instruments' (09)
 
 def _check_writable(d:Path):
     "Raise a one-line error if `d` can't be created or written to."
@@ -222,11 +245,12 @@ def _check_writable(d:Path):
 def prepare_run_dir(out:str|Path, # the run directory
                     resume:bool=False, # continue the run in `out` from its checkpoint
                     overwrite:bool=False, # replace the run in `out`
+                    checkpoint:str='checkpoint.pt', # the name of the run's checkpoint in `out`, which `resume` needs
                    )->Path:
     "Make `out` ready for a run: writable, without stale temporary files, and holding no other run unless asked."
     out = Path(out); _check_writable(out); clean_tmp(out)
     if resume:
-        if not (out/'checkpoint.pt').exists(): raise FileNotFoundError(f"no checkpoint in {out}: there is nothing to resume; run once without --resume first")
+        if not (out/checkpoint).exists(): raise FileNotFoundError(f"no checkpoint in {out}: there is nothing to resume; run once without --resume first")
         return out
     if (have := sorted(p.name for p in out.iterdir())) and not overwrite:
         raise ValueError(f"{out} is not empty ({', '.join(have[:4])}{', …' if len(have) > 4 else ''}): continue its run with --resume, "
@@ -267,7 +291,8 @@ def _write_text(path:Path, text:str):
 
 class _Run:
     "The files `train` keeps in the run directory `out` (none if it is None), and what can truthfully be said about them."
-    def __init__(self, out, config:dict, data:str): self.out, self.config, self.data, self.saved = out and Path(out), config, data, None
+    def __init__(self, out, config:dict, data:str, group=None):
+        self.out, self.config, self.data, self.saved, self.group = out and Path(out), config, data, None, group or OneProcess()
 
     def note(self)->str:
         if self.out is None: return "nothing was saved (no run directory)"
@@ -280,18 +305,19 @@ class _Run:
 
     def start(self, model, opt, loader, resume:bool)->tuple[int, list]:
         if self.out is None: return 0, []
-        step, hist = load_checkpoint(self.out/'checkpoint.pt', model, opt, loader, self.config, self.data) if resume else (0, [])
+        step, hist = self.group.checkpoint.load(self.out, model, opt, loader, self.config, self.data) if resume else (0, [])
         self.saved = step if resume else None
+        if not self.group.main: return step, hist
         self._io('config.json', lambda: _write_text(self.out/'config.json', json.dumps(self.config, indent=2)))
         self._io('metrics.jsonl', lambda: _write_text(self.out/'metrics.jsonl', ''.join(json.dumps(h) + '\n' for h in hist)))
         return step, hist
 
     def log(self, rec:dict):
-        if self.out: self._io(f"{self.out/'metrics.jsonl'}", lambda: _append(self.out/'metrics.jsonl', json.dumps(rec) + '\n'))
+        if self.out and self.group.main: self._io(f"{self.out/'metrics.jsonl'}", lambda: _append(self.out/'metrics.jsonl', json.dumps(rec) + '\n'))
 
     def save(self, model, opt, loader, step:int, history:list):
         if self.out is None or self.saved == step: return
-        self._io(f"the checkpoint of step {step}", lambda: save_checkpoint(self.out/'checkpoint.pt', model, opt, loader, step, history, self.config, self.data))
+        self._io(f"the checkpoint of step {step}", lambda: self.group.checkpoint.save(self.out, model, opt, loader, step, history, self.config, self.data))
         self.saved = step
 
 # %% ../nbs/07_train.ipynb #30b735fd
@@ -359,6 +385,7 @@ def train(model:nn.Module, # a model whose trainable parameters (the LoRA weight
           stop:threading.Event|None=None, # set it to stop after the current step, saving it; Ctrl-C sets it too
           callbacks:list=(), # `Callback`s, called in order at each hook point
           loss_fn=lm_loss, # `loss_fn(model, x, y, reduction)`; 10_memory's `chunked_lm_loss` never holds the full logits
+          group=None, # the processes the run is shared by: `OneProcess()` by default, or 11_fsdp's `Sharded` under torchrun
          )->list[dict]:
     "Train `model` on `data`; return one record per step: loss, lr, grad norm, and valid loss when measured."
     cfg = cfg or TrainConfig(); set_seed(cfg.seed)
@@ -366,12 +393,13 @@ def train(model:nn.Module, # a model whose trainable parameters (the LoRA weight
     if not params: raise ValueError("model has no trainable parameters: add_lora first")
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     loader, sched = PackedLoader(data.xt, data.yt, cfg.bs, seed=cfg.seed), lr_schedule(cfg.schedule, cfg.steps, cfg.lr, cfg.warmup)
-    if cfg.out: prepare_run_dir(cfg.out, resume, overwrite)
-    run = _Run(cfg.out, asdict(cfg), fingerprint(data.xt, data.yt))
+    group = group or OneProcess()
+    if cfg.out and group.main: prepare_run_dir(cfg.out, resume, overwrite, group.checkpoint.name)
+    run = _Run(cfg.out, asdict(cfg), fingerprint(data.xt, data.yt), group)
     step, history = run.start(model, opt, loader, resume)
-    s = LoopState(model, params, opt, cfg, run.out, history, step, loss_fn=loss_fn)
+    s = LoopState(model, params, opt, cfg, run.out if group.main else None, history, step, loss_fn=loss_fn)  # instruments write where rank 0 does
     amp = torch.autocast(dev.type, dtype=torch.bfloat16) if (cfg.autocast if cfg.autocast is not None else _use_autocast(dev)) else contextlib.nullcontext()
-    batches, bar, every = _batches(loader), Progress(cfg.steps, s.step) if progress else None, _eval_every(cfg)
+    batches, bar, every = _batches(loader), Progress(cfg.steps, s.step) if progress and group.main else None, _eval_every(cfg)
     model.train()
     with stop_on_sigint(stop) as stop:
         try:
@@ -381,10 +409,10 @@ def train(model:nn.Module, # a model whose trainable parameters (the LoRA weight
                 if s.step % every == 0 or s.step == cfg.steps: rec['valid_loss'] = evaluate_lm(model, data.xv.to(dev), data.yv.to(dev), cfg.bs, cfg.eval_batches)
                 _fire(callbacks, 'after_step', s)
                 s.history.append(rec); run.log(rec)
-                if s.step % cfg.save_every == 0 or s.step == cfg.steps or stop.is_set() or s.stop: run.save(model, opt, loader, s.step, s.history)
+                if s.step % cfg.save_every == 0 or s.step == cfg.steps or s.stop: run.save(model, opt, loader, s.step, s.history)
                 if bar: bar.update(s.step, loss=s.loss, **({'valid': rec['valid_loss']} if 'valid_loss' in rec else {}))
                 if on_step: on_step(rec)
-                if stop.is_set() and s.step < cfg.steps:
+                if group.any(stop.is_set()) and s.step < cfg.steps:  # every process stops after the same step
                     run.save(model, opt, loader, s.step, s.history)
                     raise TrainingStopped(f"stopped after step {s.step} of {cfg.steps}, as asked; {run.note()}")
         except KeyboardInterrupt: raise TrainingStopped(f"interrupted at step {s.step} of {cfg.steps}; {run.note()}") from None
