@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """FSDP2 on CPU: per-rank peak memory and step time of a sharded QLoRA fine-tune at world sizes 1 and 2, beside one plain process.
 
-    python bench/fsdp.py                 # the shipped base and SmolLM2-135M, QLoRA (nf4), CPU (about 10 minutes on 2 cores)
+    python bench/fsdp.py                 # the shipped base and SmolLM2-135M, QLoRA (nf4), CPU (about 8 minutes on 2 cores)
     python bench/fsdp.py --quick         # the shipped base only, 6 steps: a smoke test (about a minute)
     python bench/fsdp.py --quant none    # LoRA on the float32 base instead of NF4
     python bench/fsdp.py --steps 12 --bs 8 --seq-len 128   # the same steps and batch for both models
@@ -23,6 +23,9 @@ float32 compute, the loss the job picks (`pick_loss`: plain for the byte-level b
 - RSS at load: each rank's peak resident memory once the model is loaded (the rise over its RSS before
   loading in brackets); rank 0 reads each whole tensor before it scatters the shards.
 - RSS rise in steps 1-2: the resident high-water mark over the two tracked steps, less the RSS before them.
+
+Expect world size 2 a little above half the peak of world size 1: the root's parameters (the embedding,
+tied to the head: 108 MiB in float32 for SmolLM2) are gathered whole on every rank for the step.
 
 The machine's threads (`--threads`, default all cores) are split evenly over the ranks, so every row uses
 the same cores: world size 1 with 2 threads against world size 2 with 1 thread each, on a 2-core machine.
