@@ -76,17 +76,6 @@ def timeline_class():
         resized in place counts at its current size. FSDP2 gathers a layer's weights into buffers that it
         frees with `untyped_storage().resize_(0)` and regrows for the next gather, an event that no
         dispatch mode sees; `resize_` is wrapped while the timeline is open, and such buffers count as weights."""
-        def _add(self, st, cat=None):
-            if st in self.ids or st.device.type == 'meta': return
-            i, b = len(self.size), st.nbytes()
-            self.ids[st] = i; self.size.append(b)
-            if cat: self.cat[i] = cat
-            elif self.phase == 'forward': self._fwd.add(i)
-            self._event(i, b)
-            weakref.finalize(st, self._freed, i)
-
-        def _freed(self, i): self._event(i, -self.size[i])  # at its size when it dies, which a resize may have changed
-
         def _resized(self, st):
             if st.device.type == 'meta': return
             if st not in self.ids: return self._add(st, 'weights')

@@ -44,7 +44,9 @@ class MemoryTimeline(TorchDispatchMode, Callback):
         if cat: self.cat[i] = cat
         elif self.phase == 'forward': self._fwd.add(i)
         self._event(i, b)
-        weakref.finalize(st, self._event, i, -b)  # runs when the storage is freed
+        weakref.finalize(st, self._freed, i)  # runs when the storage is freed
+
+    def _freed(self, i): self._event(i, -self.size[i])  # its size when it dies (a subclass may track resizes)
 
     def _event(self, i, b):
         self.events.append((i, b)); self.live += b
