@@ -1,4 +1,4 @@
-"""Every console script: `lorakit-train`, `lorakit-merge`, `lorakit-proxy` and `lorakit-pretrain`, with one line and an exit code for every error a user can cause.
+"""Every console script: `lorakit-train`, `lorakit-merge`, `lorakit-mem`, `lorakit-nudge`, `lorakit-proxy` and `lorakit-pretrain`, with one line and an exit code for every error a user can cause.
 
 Docs: https://lorakit.github.io/lorakit/cli.html.md"""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['run_guarded', 'train_parser', 'train_config', 'train_cli', 'merge_parser', 'merge_cli', 'mem_parser', 'mem_cli',
-           'proxy_cli', 'pretrain_cli', 'main']
+           'proxy_cli', 'pretrain_cli', 'nudge_parser', 'nudge_cli', 'main']
 
 # %% ../nbs/99_cli.ipynb #c2e3c492
 def _lorakit_dir()->Path: return Path(importlib.util.find_spec('lorakit').origin).parent.resolve()
@@ -69,9 +69,10 @@ def _arg(f:dataclasses.Field)->dict:
     return dict(type={'int': int, 'int|None': int, 'float': float}.get(t, str))
 
 # %% ../nbs/99_cli.ipynb #5cf1b910
-def _add_fields(p, cls, docs:dict):
-    "One flag of `p` per field of the dataclass `cls`, with the help `docs` gives it."
+def _add_fields(p, cls, docs:dict, skip:tuple=()):
+    "One flag of `p` per field of the dataclass `cls` (but those in `skip`), with the help `docs` gives it."
     for f in dataclasses.fields(cls):
+        if f.name in skip: continue
         kw = dict(default=f.default) | _arg(f) | (dict(default='lorakit-run') if f.name == 'out' else {})
         default = '' if kw['default'] in (None, False, 'auto') else f" (default: {kw['default']})"
         p.add_argument('--' + f.name.replace('_', '-'), help=docs[f.name].replace('None: ', 'if not given, ') + default, **kw)
@@ -206,8 +207,67 @@ def pretrain_cli(argv:list[str]|None=None): # the arguments; default: the comman
     "`lorakit-pretrain`: pretrain lorakit's byte-level Llama on Shakespeare and save it."
     sys.exit(run_guarded('lorakit-pretrain', _pretrain, sys.argv[1:] if argv is None else argv))
 
+# %% ../nbs/99_cli.ipynb #8f8f1f87
+_NOT_PROXY = ('out', 'steps', 'bs', 'seq_len', 'grad_accum', 'eval_every', 'eval_batches', 'samples', 'save_every', 'seed', 'fsdp', 'cpu_offload', 'dist_timeout')
+
+def nudge_parser()->argparse.ArgumentParser:
+    "The flags of `lorakit-nudge`: the job's (those of `lorakit-train` that shape learning), the proxy's, and the nudge's."
+    from fastcore.docments import docments
+    from lorakit.train import TrainConfig
+    from lorakit.nudge import KNOBS
+    p = argparse.ArgumentParser(prog='lorakit-nudge', epilog=_DOCS_HELP, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                                description="Tune a fine-tune's hyperparameters by hand on a proxy of it: step each --param up, then down, while it "
+                                            "improves beyond the noise of --seeds seeds; interpolate; print the history and the flags for lorakit-train.")
+    n = p.add_argument_group('the nudge')
+    n.add_argument('--param', nargs='+', default=['lr'], choices=list(KNOBS), help='the hyperparameters to nudge, in turn')
+    n.add_argument('--step', type=float, default=None, help="each knob's step instead of its default (a factor for lr, r, alpha, weight-decay)")
+    n.add_argument('--seeds', type=int, default=3, help='seeds per config: the noise band')
+    n.add_argument('--max-probes', type=int, default=6, help='probes per parameter and round')
+    n.add_argument('--rounds', type=int, default=1, help='passes over the parameters')
+    n.add_argument('--no-interpolate', action='store_true', help="don't try the parabola's minimum")
+    n.add_argument('--store', default='lorakit-nudge.json', help='the ratchet store: every config run, and the baseline; kept between calls')
+    n.add_argument('--promote', action='store_true', help="make the best config the store's baseline")
+    n.add_argument('--plot', default=None, help='save the loss against each parameter to this PNG file')
+    x = p.add_argument_group('the proxy', 'the job shrunk to seconds a run')
+    x.add_argument('--proxy-steps', type=int, default=20); x.add_argument('--proxy-bs', type=int, default=8)
+    x.add_argument('--proxy-seq-len', type=int, default=32); x.add_argument('--train-rows', type=int, default=512); x.add_argument('--valid-rows', type=int, default=64)
+    x.add_argument('--job-steps', type=int, default=250, help="the full job's steps: its warm-up keeps its share of them in the proxy")
+    _add_fields(p.add_argument_group('the job', "lorakit-train's flags"), TrainConfig, docments(TrainConfig) | dict(targets="'all-linear', a regex, or layer names separated by commas",
+                autocast='bf16 autocast; auto: on for a GPU that supports bf16'), skip=_NOT_PROXY)
+    return p
+
+# %% ../nbs/99_cli.ipynb #761aac36
+def _flags(d:dict, start:dict)->str:
+    "The lorakit-train flags that set what differs between `d` and `start`."
+    return ' '.join(f"--{k.replace('_', '-')} {v:.4g}" if isinstance(v, float) else f"--{k.replace('_', '-')} {v}" for k, v in d.items() if start.get(k) != v)
+
+def _nudge(argv:list[str]):
+    a = vars(nudge_parser().parse_args(argv))
+    from lorakit.core import check_arg
+    from lorakit.train import TrainConfig
+    from lorakit.nudge import LMProxy, Ratchet, proxy_config, nudge
+    for k in ('seeds', 'max_probes', 'rounds', 'proxy_steps', 'proxy_bs', 'proxy_seq_len', 'train_rows', 'valid_rows', 'job_steps'):
+        check_arg(f"--{k.replace('_', '-')}", a[k], a[k] >= 1, 'an int >= 1')
+    if a['plot'] and not Path(a['plot']).resolve().parent.is_dir(): raise FileNotFoundError(f"--plot {a['plot']}: {Path(a['plot']).parent} does not exist: create it first")
+    job = {f.name: a.pop(f.name) for f in dataclasses.fields(TrainConfig) if f.name not in _NOT_PROXY}
+    if job['model']: job['model'] = str(Path(job['model']).resolve())
+    if job['data']: job['data'] = [str(Path(f).resolve()) for f in job['data']]
+    cfg = proxy_config(TrainConfig(**job, steps=a['job_steps']), a['proxy_steps'], a['proxy_bs'], a['proxy_seq_len'])
+    rt = Ratchet(a['store'], LMProxy(cfg, a['train_rows'], a['valid_rows']), seeds=range(a['seeds']), log=lambda m: print(m, flush=True))
+    res = nudge(a['param'], rt, cfg, a['step'], a['max_probes'], not a['no_interpolate'], a['rounds'])
+    print(f"\n{res.table()}\n\n{res.verdict}")
+    best = dataclasses.asdict(res.best)
+    print(f"for lorakit-train: {_flags({k: best[k] for k in a['param']}, dataclasses.asdict(cfg)) or 'keep the settings you gave'}")
+    if a['plot']: res.plot(a['plot']); print(f"saved {a['plot']}")
+    if a['promote']: rt.promote(res.best)
+    print(f"{rt.ran} runs made; every run is kept in {a['store']}")
+
+def nudge_cli(argv:list[str]|None=None): # the arguments; default: the command line's
+    "`lorakit-nudge`: tune a fine-tune's hyperparameters on a proxy of it, one step at a time."
+    sys.exit(run_guarded('lorakit-nudge', _nudge, sys.argv[1:] if argv is None else argv))
+
 # %% ../nbs/99_cli.ipynb #b8121d3a
-_COMMANDS = dict(train=train_cli, merge=merge_cli, mem=mem_cli, proxy=proxy_cli, pretrain=pretrain_cli)
+_COMMANDS = dict(train=train_cli, merge=merge_cli, mem=mem_cli, proxy=proxy_cli, pretrain=pretrain_cli, nudge=nudge_cli)
 
 def main(argv:list[str]|None=None): # the command and its arguments; default: the command line's
     "`python -m lorakit.cli COMMAND ARGS`: run `lorakit-COMMAND ARGS`."

@@ -21,25 +21,10 @@ from .instrument import Instruments
 from .memory import pick_loss
 from .fsdp import init_distributed, load_sharded, Sharded, grad_reduction, sharded_loss, save_adapter_sharded, rank_bytes, peak_rss_mib
 import torch.distributed as dist
-from .train import _write_text
+from .train import _write_text, _model_dir, _read_config
 
 # %% auto #0
-__all__ = ['job_docs', 'check_job', 'job_dtype', 'job_group', 'job_loss', 'finetune', 'first_steps', 'check_loss_curve']
-
-# %% ../nbs/98_finetune.ipynb #2d81fc54
-def _model_dir(cfg:TrainConfig)->Path:
-    "The checkpoint directory `cfg` names: `cfg.model`, or the shipped base."
-    d = Path(cfg.model) if cfg.model else base_path()
-    if not (d/'config.json').is_file(): raise FileNotFoundError(f"no config.json in {d}: --model takes a Hugging Face Llama checkpoint directory")
-    return d
-
-def _read_config(d:Path)->LlamaConfig:
-    try: return LlamaConfig.from_dict(json.loads((d/'config.json').read_text()))
-    except json.JSONDecodeError as e: raise ValueError(f"{d/'config.json'} is not valid JSON ({e.msg}, line {e.lineno}): the checkpoint is damaged") from None
-
-def job_docs(cfg:TrainConfig)->list[str]:
-    "The documents of `cfg.data` (files or directories), or Python's reference docs."
-    return [d for f in cfg.data for d in read_texts(f, cfg.field)] if cfg.data else pydoc_docs()
+__all__ = ['check_job', 'job_group', 'job_loss', 'finetune', 'first_steps', 'check_loss_curve']
 
 # %% ../nbs/98_finetune.ipynb #715dbc90
 def check_job(cfg:TrainConfig)->tuple:
@@ -55,11 +40,6 @@ def check_job(cfg:TrainConfig)->tuple:
     return d, mc, tok, docs, data
 
 # %% ../nbs/98_finetune.ipynb #bfc28a61
-def job_dtype(dtype:str, device:torch.device)->torch.dtype:
-    "The base's dtype: 'auto' is bf16 on a GPU that supports it and float32 elsewhere; else `dtype` itself."
-    if dtype != 'auto': return get_dtype(dtype)
-    return torch.bfloat16 if device.type == 'cuda' and torch.cuda.is_bf16_supported() else torch.float32
-
 def _report(model, data:LMData, shakespeare_data:LMData|None, cfg:TrainConfig)->dict:
     "Validation losses on the new text and, for the shipped base, on held-out Shakespeare."
     dev = next(model.parameters()).device

@@ -12,15 +12,16 @@ from pathlib import Path
 import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
 from .core import *
 from .inject import lora_state_dict
-from .model import Llama, generate
+from .model import Llama, LlamaConfig, generate
 from .data import *
-from .pretrain import lr_at, evaluate_lm
+from .pretrain import lr_at, evaluate_lm, base_path
 
 # %% auto #0
-__all__ = ['RUN_FILES', 'TrainConfig', 'one_cycle_lr', 'lr_schedule', 'lm_loss', 'span', 'backward_tokens', 'grad_checkpointing',
-           'Progress', 'rng_state', 'set_rng_state', 'fingerprint', 'save_checkpoint', 'read_checkpoint',
-           'load_checkpoint', 'FileCheckpoint', 'OneProcess', 'prepare_run_dir', 'TrainingStopped', 'stop_on_sigint',
-           'LoopState', 'Callback', 'NonFiniteError', 'train', 'plot_history', 'sample_text']
+__all__ = ['RUN_FILES', 'TrainConfig', 'job_docs', 'job_dtype', 'one_cycle_lr', 'lr_schedule', 'lm_loss', 'span',
+           'backward_tokens', 'grad_checkpointing', 'Progress', 'rng_state', 'set_rng_state', 'fingerprint',
+           'save_checkpoint', 'read_checkpoint', 'load_checkpoint', 'FileCheckpoint', 'OneProcess', 'prepare_run_dir',
+           'TrainingStopped', 'stop_on_sigint', 'LoopState', 'Callback', 'NonFiniteError', 'train', 'plot_history',
+           'sample_text']
 
 # %% ../nbs/07_train.ipynb #8ea25d67
 _quants, _schedules, _losses = ('nf4', 'none'), ('cosine', 'onecycle'), ('auto', 'chunked', 'plain')
@@ -83,6 +84,26 @@ def _check_config(c:TrainConfig):
     check_arg('--dist-timeout', c.dist_timeout, _is_num(c.dist_timeout) and c.dist_timeout > 0, 'a number of seconds > 0')
     if c.cpu_offload and not c.fsdp: raise ValueError("--cpu-offload offloads the shards of a sharded run: add --fsdp (under torchrun), or leave it off")
     if c.dtype != 'auto': get_dtype(c.dtype)  # raises, naming the dtypes it knows
+
+# %% ../nbs/07_train.ipynb #415aeada
+def _model_dir(cfg:TrainConfig)->Path:
+    "The checkpoint directory `cfg` names: `cfg.model`, or the shipped base."
+    d = Path(cfg.model) if cfg.model else base_path()
+    if not (d/'config.json').is_file(): raise FileNotFoundError(f"no config.json in {d}: --model takes a Hugging Face Llama checkpoint directory")
+    return d
+
+def _read_config(d:Path)->LlamaConfig:
+    try: return LlamaConfig.from_dict(json.loads((d/'config.json').read_text()))
+    except json.JSONDecodeError as e: raise ValueError(f"{d/'config.json'} is not valid JSON ({e.msg}, line {e.lineno}): the checkpoint is damaged") from None
+
+def job_docs(cfg:TrainConfig)->list[str]:
+    "The documents of `cfg.data` (files or directories), or Python's reference docs."
+    return [d for f in cfg.data for d in read_texts(f, cfg.field)] if cfg.data else pydoc_docs()
+
+def job_dtype(dtype:str, device:torch.device)->torch.dtype:
+    "The base's dtype: 'auto' is bf16 on a GPU that supports it and float32 elsewhere; else `dtype` itself."
+    if dtype != 'auto': return get_dtype(dtype)
+    return torch.bfloat16 if device.type == 'cuda' and torch.cuda.is_bf16_supported() else torch.float32
 
 # %% ../nbs/07_train.ipynb #e57b6db6
 def one_cycle_lr(step:int, steps:int, lr:float, pct:float=0.25)->float:
