@@ -6,7 +6,8 @@ Docs: https://lorakit.github.io/lorakit/data.html.md"""
 
 # %% ../nbs/06_data.ipynb #bbee2378
 from __future__ import annotations
-import importlib.util, json, re
+import functools, importlib.util, json, re
+from fastcore.basics import patch
 from pathlib import Path
 from typing import NamedTuple
 import numpy as np, torch
@@ -14,7 +15,7 @@ from tokenizers import Tokenizer
 
 # %% auto #0
 __all__ = ['ByteTokenizer', 'HFTokenizer', 'load_tokenizer', 'read_texts', 'pydoc_docs', 'play_text', 'shakespeare', 'split_docs',
-           'pack', 'doc_ids', 'padding_waste', 'PackedLoader', 'LMData', 'lm_data']
+           'pack', 'doc_ids', 'padding_waste', 'PackedLoader', 'LMData', 'lm_data', 'chat_template', 'render_chat']
 
 # %% ../nbs/06_data.ipynb #9c7fe51c
 class ByteTokenizer:
@@ -336,3 +337,50 @@ def lm_data(docs:list[str], # the corpus, one string per document
     bos = tok.bos_id is not None
     rows = lambda ds: pack(tok.encode_docs(ds, bos=bos), seq_len, tok.eos_id, max_len)
     return LMData(*rows(train), *rows(valid))
+
+# %% ../nbs/06_data.ipynb #b189f934
+def chat_template(d:str|Path, # a checkpoint directory
+                 )->str|None:
+    "The checkpoint's chat template: chat_template.jinja, else tokenizer_config.json's chat_template ('default' of several); None if it has none."
+    d = Path(d)
+    if (d/'chat_template.jinja').is_file(): return (d/'chat_template.jinja').read_text(encoding='utf-8')
+    if not (d/'tokenizer_config.json').is_file(): return None
+    t = json.loads((d/'tokenizer_config.json').read_text(encoding='utf-8')).get('chat_template')
+    return {x['name']: x['template'] for x in t}.get('default') if isinstance(t, list) else t
+
+@functools.lru_cache(maxsize=16)
+def _compiled(template:str):
+    import datetime, jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    def raise_exception(msg): raise jinja2.exceptions.TemplateError(msg)
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=['jinja2.ext.loopcontrols'])
+    env.filters['tojson'] = lambda x, indent=None, separators=None, sort_keys=False: json.dumps(x, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys)
+    env.globals.update(raise_exception=raise_exception, strftime_now=lambda fmt: datetime.datetime.now().strftime(fmt))
+    return env.from_string(template)
+
+def render_chat(template:str, # a jinja2 chat template, as checkpoints ship them
+                messages:list[dict], # the turns: {'role': 'system' | 'user' | 'assistant', 'content': text}
+                add_generation_prompt:bool=False, # end with the header of an assistant turn, to generate the reply
+                **kw, # more variables for the template: bos_token, eos_token, ...
+               )->str:
+    "`messages` rendered with the chat template `template`, in jinja2's sandbox."
+    return _compiled(template).render(messages=messages, add_generation_prompt=add_generation_prompt, **kw)
+
+# %% ../nbs/06_data.ipynb #744f9522
+@patch
+def apply_chat_template(self:HFTokenizer, messages:list[dict], # the turns: {'role', 'content'}
+                        add_generation_prompt:bool=False, # end with the header of an assistant turn
+                        tokenize:bool=True, # False: the rendered text instead of its ids
+                       ):
+    "The ids of `messages` rendered with the checkpoint's chat template (its text with `tokenize=False`)."
+    if not hasattr(self, '_template'): self._template = chat_template(self.path.parent)
+    if self._template is None:
+        raise ValueError(f"{self.path.parent} has no chat template (no chat_template.jinja, no chat_template in tokenizer_config.json): use a chat model's checkpoint")
+    name = lambda i: self.tok.id_to_token(i) if i is not None else ''
+    text = render_chat(self._template, messages, add_generation_prompt, bos_token=name(self.bos_id), eos_token=name(self.eos_id))
+    return self.encode(text) if tokenize else text
+
+@patch
+def apply_chat_template(self:ByteTokenizer, messages:list[dict], add_generation_prompt:bool=False, tokenize:bool=True):
+    "The byte tokenizer has no chat template: an error that says what to use."
+    raise ValueError("the byte tokenizer has no chat template: chat needs a chat model's checkpoint, with its tokenizer.json and chat template")

@@ -22,8 +22,8 @@ from .nf4 import quantize_nf4
 from .qlora import NF4Linear
 
 # %% auto #0
-__all__ = ['LlamaConfig', 'RMSNorm', 'rope_frequencies', 'rope', 'Attention', 'MLP', 'DecoderLayer', 'KVCache', 'Llama',
-           'generate', 'smollm2_checkpoint']
+__all__ = ['LlamaConfig', 'RMSNorm', 'rope_frequencies', 'rope', 'Attention', 'MLP', 'DecoderLayer', 'KVCache', 'doc_positions',
+           'doc_mask', 'Llama', 'top_p_mask', 'generate', 'smollm2_checkpoint']
 
 # %% ../nbs/05_model.ipynb #670325e0
 @dataclass
@@ -106,11 +106,12 @@ def rope_frequencies(cfg:LlamaConfig, device=None)->torch.Tensor:
 
 @jaxtyped(typechecker=beartype)
 def rope(x:Float[torch.Tensor, "B H T D"], # queries or keys: heads before positions
-         pos:Int[torch.Tensor, "T"], # the positions of the rows of `x`
+         pos:Int[torch.Tensor, "*b T"], # the positions of the rows of `x`: shared by the batch (T,), or one row each (B, T)
          inv_freq:Float[torch.Tensor, "D//2"], # from `rope_frequencies`
         )->Float[torch.Tensor, "B H T D"]:
     "Rotate each feature pair (i, i + d/2) of `x` by the angle `pos * inv_freq[i]`."
-    ang = pos.float()[:, None] * inv_freq[None]
+    ang = pos.float()[..., None] * inv_freq
+    if ang.dim() == 3: ang = ang[:, None]  # (B, T, D/2): the same angles for every head
     cos, sin = torch.cat([ang, ang], -1).cos().to(x.dtype), torch.cat([ang, ang], -1).sin().to(x.dtype)
     x1, x2 = x.chunk(2, -1)
     return x * cos + torch.cat([-x2, x1], -1) * sin
@@ -125,14 +126,14 @@ class Attention(nn.Module):
         self.q_proj, self.k_proj = nn.Linear(cfg.hidden_size, h*d, bias=False), nn.Linear(cfg.hidden_size, kv*d, bias=False)
         self.v_proj, self.o_proj = nn.Linear(cfg.hidden_size, kv*d, bias=False), nn.Linear(h*d, cfg.hidden_size, bias=False)
 
-    def forward(self, x, pos, inv_freq, cache=None):
+    def forward(self, x, pos, inv_freq, cache=None, mask=None):
         B, T, _ = x.shape
         q, k, v = (p(x).view(B, T, n, self.d).transpose(1, 2) for p, n in ((self.q_proj, self.h), (self.k_proj, self.kv), (self.v_proj, self.kv)))
         q, k = rope(q, pos, inv_freq), rope(k, pos, inv_freq)
         if cache is not None: k, v = cache.update(k, v)
         k, v = (t.repeat_interleave(self.h // self.kv, dim=1) for t in (k, v))
         S = k.shape[2]
-        mask = None if S == T else torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)
+        if mask is None and S != T: mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None and T > 1)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, self.h * self.d))
 
@@ -152,8 +153,8 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.input_layernorm, self.self_attn = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps), Attention(cfg)
         self.post_attention_layernorm, self.mlp = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps), MLP(cfg)
-    def forward(self, x, pos, inv_freq, cache=None):
-        x = x + self.self_attn(self.input_layernorm(x), pos, inv_freq, cache)
+    def forward(self, x, pos, inv_freq, cache=None, mask=None):
+        x = x + self.self_attn(self.input_layernorm(x), pos, inv_freq, cache, mask)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 # %% ../nbs/05_model.ipynb #102d0314
@@ -173,6 +174,20 @@ class KVCache:
         self.layer += 1
         return self.k[i][:, :, :self.pos+T], self.v[i][:, :, :self.pos+T]
 
+# %% ../nbs/05_model.ipynb #47ecb56d
+def doc_positions(doc_ids:torch.Tensor, # (B, T): the document index of each token in its row, non-decreasing along the row
+                 )->torch.Tensor:
+    "The position of each token within its own document: 0 at every document's first token."
+    idx = torch.arange(doc_ids.shape[-1], device=doc_ids.device).expand_as(doc_ids)
+    first = torch.ones_like(doc_ids, dtype=torch.bool); first[..., 1:] = doc_ids[..., 1:] != doc_ids[..., :-1]
+    return idx - torch.where(first, idx, 0).cummax(-1).values
+
+def doc_mask(doc_ids:torch.Tensor)->torch.Tensor:
+    "The (B, 1, T, T) attention mask of packed rows: causal, and within each document only."
+    T = doc_ids.shape[-1]
+    causal = torch.ones(T, T, dtype=torch.bool, device=doc_ids.device).tril()
+    return ((doc_ids[:, :, None] == doc_ids[:, None, :]) & causal)[:, None]
+
 # %% ../nbs/05_model.ipynb #20138c91
 class Llama(nn.Module):
     "A Llama decoder with Hugging Face parameter names: `forward(ids)` gives next-token logits."
@@ -188,19 +203,23 @@ class Llama(nn.Module):
         for m in self.modules():  # N(0, 0.02), as Llama is trained from scratch; a checkpoint overwrites it
             if isinstance(m, (nn.Linear, nn.Embedding)): nn.init.normal_(m.weight, std=0.02)
 
-    def forward(self, ids:torch.Tensor, cache:KVCache|None=None)->torch.Tensor: return self.lm_head(self.hidden(ids, cache))
+    def forward(self, ids:torch.Tensor, cache:KVCache|None=None, doc_ids:torch.Tensor|None=None)->torch.Tensor:
+        return self.lm_head(self.hidden(ids, cache, doc_ids))
 
-    def hidden(self, ids:torch.Tensor, cache:KVCache|None=None)->torch.Tensor:
+    def hidden(self, ids:torch.Tensor, cache:KVCache|None=None, doc_ids:torch.Tensor|None=None)->torch.Tensor:
         "The final hidden states, normed: what the head turns into logits (10_memory's chunked loss takes them from here)."
         start = cache.pos if cache is not None else 0
         if start + ids.shape[1] > self.config.max_position_embeddings:
             raise ValueError(f"{start + ids.shape[1]} positions exceed max_position_embeddings={self.config.max_position_embeddings}: use shorter sequences")
-        pos = torch.arange(start, start + ids.shape[1], device=ids.device)
+        pos, mask = torch.arange(start, start + ids.shape[1], device=ids.device), None
+        if doc_ids is not None:
+            if cache is not None: raise ValueError("doc_ids mark the documents of packed rows, for training and scoring; generate with a cache and no doc_ids")
+            pos, mask = doc_positions(doc_ids), doc_mask(doc_ids)
         inv_freq, x = rope_frequencies(self.config, ids.device), self.model.embed_tokens(ids)
         if cache is not None: cache.layer = 0
         for layer in self.model.layers:
-            if self.grad_ckpt and torch.is_grad_enabled(): x = checkpoint(layer, x, pos, inv_freq, cache, use_reentrant=False)
-            else: x = layer(x, pos, inv_freq, cache)
+            if self.grad_ckpt and torch.is_grad_enabled(): x = checkpoint(layer, x, pos, inv_freq, cache, mask, use_reentrant=False)
+            else: x = layer(x, pos, inv_freq, cache, mask)
         if cache is not None: cache.pos += ids.shape[1]
         return self.model.norm(x)
 
@@ -284,28 +303,44 @@ def save_pretrained(self:Llama, path:str|Path):
     with atomic_path(d/'model.safetensors') as t: save_file({k: v.detach().contiguous().cpu() for k, v in sd.items()}, t, metadata={'format': 'pt'})
 
 # %% ../nbs/05_model.ipynb #0a3ca593
-def _next_token(logits:torch.Tensor, temperature:float, top_k:int|None, g:torch.Generator|None)->torch.Tensor:
+def top_p_mask(logits:torch.Tensor, # (..., vocab)
+               p:float, # the probability mass to keep
+              )->torch.Tensor:
+    "True for the tokens outside the nucleus: the smallest set of most likely tokens whose probabilities sum to at least `p`."
+    probs, order = logits.softmax(-1).sort(-1, descending=True)
+    drop = probs.cumsum(-1) - probs >= p  # the mass of the more likely tokens already reaches p; never the first token
+    return drop.scatter(-1, order, drop)
+
+def _next_token(logits:torch.Tensor, temperature:float, top_k:int|None, top_p:float|None, g:torch.Generator|None)->torch.Tensor:
     "The next token of each row, from its last `logits`: the argmax if `temperature` is 0, else a sample."
     if temperature == 0: return logits.argmax(-1, keepdim=True)
     logits = logits / temperature
     if top_k: logits[logits < logits.topk(min(top_k, logits.shape[-1]), -1).values[:, -1:]] = float('-inf')
+    if top_p is not None and top_p < 1: logits[top_p_mask(logits, top_p)] = float('-inf')
     return torch.multinomial(logits.softmax(-1), 1, generator=g)
 
 @torch.no_grad()
 def generate(model:Llama, ids:torch.Tensor, # (batch, prompt length) token ids
              max_new_tokens:int=64, temperature:float=1.0, # 0 for greedy decoding
              top_k:int|None=None, # sample among the k most likely tokens only
+             top_p:float|None=None, # sample from the nucleus: the most likely tokens holding this much probability
+             eos_id:int|list|None=None, # stop a row at this token (or any of these); stop when every row has
+             pad_id:int|None=None, # what a stopped row gets while others go on; default: its first `eos_id`
              seed:int|None=None)->torch.Tensor:
-    "Continue `ids` by `max_new_tokens` tokens with a KV cache, in eval mode; return prompt and continuation."
+    "Continue `ids` by up to `max_new_tokens` tokens with a KV cache, in eval mode; return prompt and continuation."
     if temperature < 0: raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if top_p is not None and not 0 < top_p <= 1: raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    eos = torch.tensor([eos_id] if isinstance(eos_id, int) else list(eos_id or []), device=ids.device)
+    pad = pad_id if pad_id is not None else (eos[0].item() if len(eos) else 0)
     g = torch.Generator(ids.device).manual_seed(seed) if seed is not None else None
     cache = KVCache(model.config, ids.shape[0], ids.shape[1] + max_new_tokens, ids.device, model.model.embed_tokens.weight.dtype)
-    out, nxt, was_training = ids, ids, model.training
+    out, nxt, done, was_training = ids, ids, torch.zeros(ids.shape[0], 1, dtype=torch.bool, device=ids.device), model.training
     model.eval()
     try:
         for _ in range(max_new_tokens):
-            nxt = _next_token(model(nxt, cache)[:, -1].float(), temperature, top_k, g)
-            out = torch.cat([out, nxt], 1)
+            nxt = _next_token(model(nxt, cache)[:, -1].float(), temperature, top_k, top_p, g).masked_fill(done, pad)
+            out, done = torch.cat([out, nxt], 1), done | torch.isin(nxt, eos)
+            if done.all(): break
     finally: model.train(was_training)
     return out
 
