@@ -1,4 +1,4 @@
-"""Every console script: `lorakit-train`, `lorakit-merge`, `lorakit-mem`, `lorakit-nudge`, `lorakit-proxy` and `lorakit-pretrain`, with one line and an exit code for every error a user can cause.
+"""Every console script: `lorakit-train`, `lorakit-merge`, `lorakit-chat`, `lorakit-mem`, `lorakit-nudge`, `lorakit-proxy` and `lorakit-pretrain`, with one line and an exit code for every error a user can cause.
 
 Docs: https://lorakit.github.io/lorakit/cli.html.md"""
 
@@ -6,12 +6,12 @@ Docs: https://lorakit.github.io/lorakit/cli.html.md"""
 
 # %% ../nbs/99_cli.ipynb #e2dbb0ee
 from __future__ import annotations
-import argparse, dataclasses, importlib.util, sys, sysconfig, traceback
+import argparse, dataclasses, importlib.util, json, sys, sysconfig, traceback
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['run_guarded', 'train_parser', 'train_config', 'train_cli', 'merge_parser', 'merge_cli', 'mem_parser', 'mem_cli',
-           'proxy_cli', 'pretrain_cli', 'nudge_parser', 'nudge_cli', 'main']
+__all__ = ['run_guarded', 'train_parser', 'train_config', 'train_cli', 'merge_parser', 'merge_cli', 'chat_parser', 'chat_cli',
+           'mem_parser', 'mem_cli', 'proxy_cli', 'pretrain_cli', 'nudge_parser', 'nudge_cli', 'main']
 
 # %% ../nbs/99_cli.ipynb #c2e3c492
 def _lorakit_dir()->Path: return Path(importlib.util.find_spec('lorakit').origin).parent.resolve()
@@ -135,6 +135,69 @@ def _merge(argv:list[str]):
 def merge_cli(argv:list[str]|None=None): # the arguments; default: the command line's
     "`lorakit-merge`: merge a LoRA adapter into its base and write a Hugging Face checkpoint."
     sys.exit(run_guarded('lorakit-merge', _merge, sys.argv[1:] if argv is None else argv))
+
+# %% ../nbs/99_cli.ipynb #4bcf2d0e
+def chat_parser()->argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog='lorakit-chat', formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                                description="Talk to a chat model, with a trained LoRA adapter if given: one --prompt, or a conversation at the terminal.")
+    p.add_argument('--model', required=True, help="a chat model's checkpoint directory, with its tokenizer.json and chat template")
+    p.add_argument('--adapter', default=None, help="a LoRA adapter directory (lorakit's or PEFT's), e.g. a run's adapter/, merged into the base it was trained on")
+    p.add_argument('--prompt', default=None, help='one message: print the reply and exit; without it, talk until an empty line or Ctrl-D')
+    p.add_argument('--system', default=None, help='a system message to start with')
+    p.add_argument('--max-new-tokens', type=int, default=256, help='the longest reply, in tokens')
+    p.add_argument('--temperature', type=float, default=0., help='0: greedy')
+    p.add_argument('--top-p', type=float, default=None, help='sample from the most likely tokens that hold this much probability')
+    p.add_argument('--top-k', type=int, default=None, help='sample from the k most likely tokens')
+    p.add_argument('--seed', type=int, default=0); p.add_argument('--device', default=None, help="'cpu', 'cuda'; default: the GPU if there is one")
+    return p
+
+def _stop_ids(d:Path, tok)->list[int]:
+    "The tokenizer's EOS, and any end token the checkpoint's generation_config.json names."
+    ids = {tok.eos_id}
+    f = d/'generation_config.json'
+    if f.is_file():
+        e = json.loads(f.read_text()).get('eos_token_id')
+        ids |= set(e if isinstance(e, list) else [e] if e is not None else [])
+    return sorted(ids)
+
+# %% ../nbs/99_cli.ipynb #4b927212
+def _chat(argv:list[str]):
+    a = chat_parser().parse_args(argv)
+    import torch
+    from lorakit.core import check_arg, get_device
+    from lorakit.data import load_tokenizer
+    from lorakit.model import Llama, generate
+    from lorakit.train import job_dtype, _model_dir, TrainConfig
+    from lorakit.adapters import merged_model
+    check_arg('--max-new-tokens', a.max_new_tokens, a.max_new_tokens >= 1, 'an int >= 1')
+    check_arg('--temperature', a.temperature, a.temperature >= 0, 'a number >= 0')
+    check_arg('--top-p', a.top_p, a.top_p is None or 0 < a.top_p <= 1, 'a number in (0, 1]')
+    d, dev = _model_dir(TrainConfig(model=a.model)), get_device(a.device)
+    tok = load_tokenizer(d)
+    msgs = [dict(role='system', content=a.system)] if a.system else []
+    tok.apply_chat_template(msgs + [dict(role='user', content='')], True)  # no chat template: fail before loading anything
+    model = merged_model(d, a.adapter) if a.adapter else Llama.from_pretrained(d, dtype=job_dtype('auto', dev), device=dev)
+    model.to(dev).eval()
+    stop, ctx = _stop_ids(d, tok), model.config.max_position_embeddings
+    def reply(text:str)->str:
+        msgs.append(dict(role='user', content=text))
+        ids = torch.tensor([tok.apply_chat_template(msgs, True)], device=dev)
+        n = min(a.max_new_tokens, ctx - ids.shape[1])
+        if n < 1: raise ValueError(f"the conversation is {ids.shape[1]} tokens, the model's whole context ({ctx}): start a new one")
+        out = generate(model, ids, n, a.temperature, a.top_k, a.top_p, eos_id=stop, seed=a.seed)[0, ids.shape[1]:]
+        r = tok.decode(out)
+        msgs.append(dict(role='assistant', content=r))
+        return r
+    if a.prompt is not None: print(reply(a.prompt)); return
+    while True:
+        try: line = input('you> ')
+        except EOFError: break
+        if not line.strip(): break
+        print(reply(line), flush=True)
+
+def chat_cli(argv:list[str]|None=None): # the arguments; default: the command line's
+    "`lorakit-chat`: talk to a chat model, with a trained adapter if given."
+    sys.exit(run_guarded('lorakit-chat', _chat, sys.argv[1:] if argv is None else argv))
 
 # %% ../nbs/99_cli.ipynb #c2b9ea8c
 def mem_parser()->argparse.ArgumentParser:
@@ -267,7 +330,7 @@ def nudge_cli(argv:list[str]|None=None): # the arguments; default: the command l
     sys.exit(run_guarded('lorakit-nudge', _nudge, sys.argv[1:] if argv is None else argv))
 
 # %% ../nbs/99_cli.ipynb #b8121d3a
-_COMMANDS = dict(train=train_cli, merge=merge_cli, mem=mem_cli, proxy=proxy_cli, pretrain=pretrain_cli, nudge=nudge_cli)
+_COMMANDS = dict(train=train_cli, merge=merge_cli, mem=mem_cli, proxy=proxy_cli, pretrain=pretrain_cli, nudge=nudge_cli, chat=chat_cli)
 
 def main(argv:list[str]|None=None): # the command and its arguments; default: the command line's
     "`python -m lorakit.cli COMMAND ARGS`: run `lorakit-COMMAND ARGS`."

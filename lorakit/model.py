@@ -330,7 +330,7 @@ def generate(model:Llama, ids:torch.Tensor, # (batch, prompt length) token ids
     "Continue `ids` by up to `max_new_tokens` tokens with a KV cache, in eval mode; return prompt and continuation."
     if temperature < 0: raise ValueError(f"temperature must be >= 0, got {temperature}")
     if top_p is not None and not 0 < top_p <= 1: raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-    eos = torch.tensor([eos_id] if isinstance(eos_id, int) else list(eos_id or []), device=ids.device)
+    eos = torch.tensor([eos_id] if isinstance(eos_id, int) else list(eos_id or []), dtype=torch.long, device=ids.device)
     pad = pad_id if pad_id is not None else (eos[0].item() if len(eos) else 0)
     g = torch.Generator(ids.device).manual_seed(seed) if seed is not None else None
     cache = KVCache(model.config, ids.shape[0], ids.shape[1] + max_new_tokens, ids.device, model.model.embed_tokens.weight.dtype)

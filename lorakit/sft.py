@@ -97,7 +97,7 @@ def chat_data(chats:list[Chat], # from `read_chats`
     for c in chats:
         try:
             ids, labels = encode_chat(tok, c, all_tokens)
-            if len(ids) - 1 > seq_len: raise ChatError(f"{c.where}: {len(ids)} tokens, longer than seq_len {seq_len}+1: raise seq_len (up to the model's context), or shorten it")
+            if len(ids) - 1 > seq_len: raise ChatError(f"{c.where}: {len(ids)} tokens, more than a row of seq_len {seq_len} holds ({seq_len + 1}, since labels are the inputs shifted by one): raise seq_len, up to the model's context, or shorten it")
             rows.append((c, ids, labels))
         except ChatError as e: _bad(e, on_bad, skipped)
     if not rows: raise ChatError("no conversation fits: see the lines above")
