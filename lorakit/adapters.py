@@ -14,6 +14,7 @@ from .core import *
 from .inject import add_lora, lora_modules, lora_state_dict, unload_lora
 from .qlora import NF4Linear, merge_to_16bit
 from .model import Llama
+from .data import load_tokenizer
 
 # %% auto #0
 __all__ = ['TOKENIZER_FILES', 'base_quantization', 'adapter_config', 'save_adapter', 'load_adapter', 'merged_model',
@@ -179,6 +180,7 @@ def merge_adapter(model_dir:str|Path, adapter_dir:str|Path, out:str|Path, # the 
     model = merged_model(model_dir, adapter_dir, base, dtype)
     with atomic_dir(out, overwrite) as d:
         model.save_pretrained(d)
+        if Path(model_dir).suffix == '.gguf': load_tokenizer(model_dir).save_pretrained(d)  # the tokenizer a GGUF file holds, as files
         for f in TOKENIZER_FILES:
             if (Path(model_dir)/f).is_file(): shutil.copy2(Path(model_dir)/f, d/f)
     into = 'original' if _quantize_spec(_read_config(Path(adapter_dir)), base) is None else 'nf4'

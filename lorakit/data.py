@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import NamedTuple
 import numpy as np, torch
 from tokenizers import Tokenizer
+from .core import atomic_path
 
 # %% auto #0
 __all__ = ['ByteTokenizer', 'HFTokenizer', 'load_tokenizer', 'read_texts', 'pydoc_docs', 'play_text', 'shakespeare', 'split_docs',
@@ -109,8 +110,9 @@ class HFTokenizer:
 
 # %% ../nbs/06_data.ipynb #284fd247
 def _tokenizer_in(d:Path, vocab_size:int|None):
-    "`HFTokenizer` if `d` has a tokenizer.json, else `ByteTokenizer` if the model's `vocab_size` allows it."
-    if not d.is_dir(): raise FileNotFoundError(f"{d} is not a directory: pass the checkpoint directory, or None for the byte tokenizer")
+    "`HFTokenizer` if `d` has a tokenizer.json (or is a .gguf file), else `ByteTokenizer` if the model's `vocab_size` allows it."
+    if d.suffix == '.gguf' and d.is_file(): return HFTokenizer.from_gguf(d)
+    if not d.is_dir(): raise FileNotFoundError(f"{d} is not a directory: pass the checkpoint directory (or a .gguf file), or None for the byte tokenizer")
     if (d/'tokenizer.json').is_file(): return HFTokenizer(d)
     if (d/'tokenizer.model').is_file():
         raise ValueError(f"{d} has a SentencePiece tokenizer.model but no tokenizer.json; write one once with transformers: "
@@ -120,10 +122,10 @@ def _tokenizer_in(d:Path, vocab_size:int|None):
                          f"copy the model's tokenizer.json into {d}")
     return ByteTokenizer()
 
-def load_tokenizer(path:str|Path|None=None, # a checkpoint directory; None for the byte tokenizer
+def load_tokenizer(path:str|Path|None=None, # a checkpoint directory or a .gguf file; None for the byte tokenizer
                    vocab_size:int|None=None, # the model's `config.vocab_size`, to check the tokenizer against
                   ):
-    "The tokenizer of the checkpoint at `path`: `HFTokenizer` if it has a tokenizer.json, else `ByteTokenizer`."
+    "The tokenizer of the checkpoint at `path`: `HFTokenizer` if it has a tokenizer.json or is a GGUF file, else `ByteTokenizer`."
     tok = ByteTokenizer() if path is None else _tokenizer_in(Path(path), vocab_size)
     if vocab_size is not None and tok.vocab_size > vocab_size:
         raise ValueError(f"the tokenizer has {tok.vocab_size} ids but the model's vocab_size is {vocab_size}, so it is not this checkpoint's tokenizer "
@@ -375,7 +377,9 @@ def apply_chat_template(self:HFTokenizer, messages:list[dict], # the turns: {'ro
     "The ids of `messages` rendered with the checkpoint's chat template (its text with `tokenize=False`)."
     if not hasattr(self, '_template'): self._template = chat_template(self.path.parent)
     if self._template is None:
-        raise ValueError(f"{self.path.parent} has no chat template (no chat_template.jinja, no chat_template in tokenizer_config.json): use a chat model's checkpoint")
+        where = f"{self.path} has no chat template (no tokenizer.chat_template)" if self.path.suffix == '.gguf' else \
+                f"{self.path.parent} has no chat template (no chat_template.jinja, no chat_template in tokenizer_config.json)"
+        raise ValueError(f"{where}: use a chat model's checkpoint")
     name = lambda i: self.tok.id_to_token(i) if i is not None else ''
     text = render_chat(self._template, messages, add_generation_prompt, bos_token=name(self.bos_id), eos_token=name(self.eos_id))
     return self.encode(text) if tokenize else text
@@ -384,3 +388,51 @@ def apply_chat_template(self:HFTokenizer, messages:list[dict], # the turns: {'ro
 def apply_chat_template(self:ByteTokenizer, messages:list[dict], add_generation_prompt:bool=False, tokenize:bool=True):
     "The byte tokenizer has no chat template: an error that says what to use."
     raise ValueError("the byte tokenizer has no chat template: chat needs a chat model's checkpoint, with its tokenizer.json and chat template")
+
+# %% ../nbs/06_data.ipynb #a2dfe4df
+_DIGITS_FIRST = ('smollm', 'starcoder', 'refact', 'command-r', 'codeshell', 'exaone', 'minerva')
+
+def _gguf_pre_tokenizer(pre:str|None, path:Path):
+    "The `tokenizers` pre-tokenizer that cuts text as llama.cpp's pre-tokenizer `pre` does."
+    from tokenizers import pre_tokenizers as pt
+    gpt2 = pt.ByteLevel(add_prefix_space=False, use_regex=True)
+    if pre in (None, 'default', 'gpt2', 'gpt-2'): return gpt2
+    if pre in _DIGITS_FIRST: return pt.Sequence([pt.Digits(individual_digits=True), gpt2])
+    raise ValueError(f"{path} uses llama.cpp's {pre!r} pre-tokenizer, which lorakit doesn't rebuild (it knows 'default', 'gpt2', {', '.join(map(repr, _DIGITS_FIRST))}): "
+                     f"load the tokenizer from the model's Hugging Face checkpoint (its tokenizer.json) instead")
+
+@patch(cls_method=True)
+def from_gguf(cls:HFTokenizer, path:str|Path, # a llama.cpp .gguf file
+             )->HFTokenizer:
+    "The tokenizer stored in a GGUF file's metadata, rebuilt as a `tokenizers` byte-level BPE with its special tokens and chat template."
+    from tokenizers import AddedToken, decoders, models
+    from lorakit.model import GGUFFile
+    g = GGUFFile(path)
+    if (kind := g.meta('tokenizer.ggml.model')) != 'gpt2':
+        raise ValueError(f"{g.path} holds a {kind!r} tokenizer (tokenizer.ggml.model); lorakit rebuilds byte-level BPE ('gpt2') only: "
+                         f"load the tokenizer from the model's Hugging Face checkpoint (its tokenizer.json) instead")
+    tokens, types = g.meta('tokenizer.ggml.tokens'), g.meta('tokenizer.ggml.token_type')
+    merges = [tuple(m.split(' ', 1)) for m in g.meta('tokenizer.ggml.merges', [])]
+    tok = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges))
+    tok.pre_tokenizer, tok.decoder = _gguf_pre_tokenizer(g.meta('tokenizer.ggml.pre'), g.path), decoders.ByteLevel()
+    tok.add_tokens([AddedToken(tokens[i], special=types[i] == 3, normalized=False) for i in range(len(tokens)) if types[i] in (3, 4)])  # 3: control, 4: user-defined
+    self = cls.__new__(cls)
+    self.path, self.tok, self.vocab_size = g.path, tok, tok.get_vocab_size()
+    name = lambda key: tokens[i] if (i := g.meta(key)) is not None and i < len(tokens) else None
+    self.bos_id = self._special_id('bos', name('tokenizer.ggml.bos_token_id'), _BOS_NAMES, required=False)
+    self.eos_id = self._special_id('eos', name('tokenizer.ggml.eos_token_id'), _EOS_NAMES, required=True)
+    self._template = g.meta('tokenizer.chat_template')
+    return self
+
+# %% ../nbs/06_data.ipynb #650039ce
+@patch
+def save_pretrained(self:HFTokenizer, d:str|Path, # an existing directory, e.g. a checkpoint's
+                   )->list[str]:
+    "Write `tokenizer.json` and `tokenizer_config.json` (BOS, EOS, chat template) into `d`; return the file names."
+    d = Path(d)
+    name = lambda i: None if i is None else self.tok.id_to_token(i)
+    cfg = dict(tokenizer_class='PreTrainedTokenizerFast', bos_token=name(self.bos_id), eos_token=name(self.eos_id), add_bos_token=False)
+    if (t := getattr(self, '_template', None) or chat_template(self.path.parent)) is not None: cfg['chat_template'] = t
+    with atomic_path(d/'tokenizer.json') as tmp: self.tok.save(str(tmp))
+    with atomic_path(d/'tokenizer_config.json') as tmp: tmp.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + '\n', encoding='utf-8')
+    return ['tokenizer.json', 'tokenizer_config.json']

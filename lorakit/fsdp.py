@@ -22,7 +22,7 @@ from .inject import *
 from .nf4 import *
 from .qlora import *
 from .model import *
-from .model import _weight_files, _check_names, _read
+from .model import _weight_files, _check_names, _read, gguf_checkpoint
 from .train import *
 from .train import _check_same_run
 from .adapters import *
@@ -171,7 +171,7 @@ def _lora_init(m:LoRALinear, init:str, dev)->SimpleNamespace:
     return t
 
 # %% ../nbs/11_fsdp.ipynb #c7815e6c
-def load_sharded(path:str|Path, # a Hugging Face Llama checkpoint directory
+def load_sharded(path:str|Path, # a Hugging Face Llama checkpoint directory, or a .gguf file
                  mesh:DeviceMesh, # the ranks, from `init_distributed`
                  dtype:str|torch.dtype|None=None, # the base's dtype; default: the checkpoint's
                  quantize:bool|dict=False, # NF4 while loading, as `Llama.from_pretrained` takes it
@@ -182,9 +182,8 @@ def load_sharded(path:str|Path, # a Hugging Face Llama checkpoint directory
                 )->Llama:
     "Build the sharded model on the meta device on every rank; rank 0 then reads one tensor at a time (quantizing as it goes) and sends each rank its shard."
     d, rank = Path(path), dist.get_rank()
-    cfg = LlamaConfig.from_dict(json.loads((d/'config.json').read_text()))
+    cfg, files = gguf_checkpoint(d) if d.suffix == '.gguf' else (LlamaConfig.from_dict(json.loads((d/'config.json').read_text())), _weight_files(d))
     dtype, dev, q = get_dtype(dtype or cfg.dtype), mesh_device(mesh), (({} if quantize is True else quantize) if quantize else None)
-    files = _weight_files(d)
     with torch.device('meta'): model = Llama(cfg).to(dtype)
     _check_names(model, files)
     if q is not None:

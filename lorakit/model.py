@@ -6,7 +6,8 @@ Docs: https://lorakit.github.io/lorakit/model.html.md"""
 
 # %% ../nbs/05_model.ipynb #d0b06ac8
 from __future__ import annotations
-import contextlib, importlib.util, io, json, math, os, tempfile
+import contextlib, functools, importlib.util, io, json, math, os, tempfile
+import numpy as np
 from dataclasses import dataclass, asdict, fields
 from pathlib import Path
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -23,7 +24,8 @@ from .qlora import NF4Linear
 
 # %% auto #0
 __all__ = ['LlamaConfig', 'RMSNorm', 'rope_frequencies', 'rope', 'Attention', 'MLP', 'DecoderLayer', 'KVCache', 'doc_positions',
-           'doc_mask', 'Llama', 'top_p_mask', 'generate', 'smollm2_checkpoint']
+           'doc_mask', 'Llama', 'top_p_mask', 'generate', 'smollm2_checkpoint', 'gguf_name', 'dequant_q8_0',
+           'dequant_q4_0', 'dequant_q4_1', 'GGUFFile', 'gguf_config', 'gguf_checkpoint']
 
 # %% ../nbs/05_model.ipynb #670325e0
 @dataclass
@@ -247,8 +249,10 @@ def _check_names(model:nn.Module, files:dict):
 
 # %% ../nbs/05_model.ipynb #dbf6eefe
 def _read(files:dict, name:str, like:torch.Tensor, device, dtype)->torch.Tensor:
-    "Tensor `name` from its file, checked against the shape of `like`, on `device` in `dtype`."
-    with safe_open(files[name], 'pt', device='cpu') as f: t = f.get_tensor(name)
+    "Tensor `name` from its file (or from the function `files` maps it to), checked against the shape of `like`, on `device` in `dtype`."
+    if callable(files[name]): t = files[name]()
+    else:
+        with safe_open(files[name], 'pt', device='cpu') as f: t = f.get_tensor(name)
     if t.shape != like.shape: raise ValueError(f"{name} has shape {tuple(t.shape)} in the checkpoint, but the config implies {tuple(like.shape)}")
     return t.to(device=device, dtype=dtype)
 
@@ -272,8 +276,9 @@ def from_pretrained(cls:Llama, path:str|Path, # a directory with config.json and
                     device:str|None=None, # default: the GPU if there is one
                     quantize:bool|dict=False, # True, or dict(targets=, blocksize=, double_quant=): NF4 while loading
                    )->Llama:
-    "Load a Hugging Face Llama checkpoint from a local directory, without transformers."
+    "Load a Hugging Face Llama checkpoint from a local directory, without transformers (or a llama.cpp .gguf file, as `from_gguf`)."
     d = Path(path)
+    if d.suffix == '.gguf': return cls.from_gguf(d, dtype, device, quantize)
     if not (d/'config.json').exists(): raise FileNotFoundError(f"no config.json in {d}: point from_pretrained at a Hugging Face checkpoint directory")
     cfg = LlamaConfig.from_dict(json.loads((d/'config.json').read_text()))
     dtype, device = get_dtype(dtype or cfg.dtype), get_device(device)
@@ -394,3 +399,119 @@ def smollm2_checkpoint(cache:str|Path|None=None, # the directory to keep it in; 
             _gguf_to_hf(gguf, Path(tmp)/'ckpt')
             os.replace(Path(tmp)/'ckpt', d)
     return d
+
+# %% ../nbs/05_model.ipynb #b7b2b3ca
+_GGUF_TOP = {'token_embd': 'model.embed_tokens', 'output_norm': 'model.norm', 'output': 'lm_head'}
+_GGUF_LAYER = {'attn_norm': 'input_layernorm', 'ffn_norm': 'post_attention_layernorm', 'attn_q': 'self_attn.q_proj', 'attn_k': 'self_attn.k_proj',
+               'attn_v': 'self_attn.v_proj', 'attn_output': 'self_attn.o_proj', 'ffn_gate': 'mlp.gate_proj', 'ffn_up': 'mlp.up_proj', 'ffn_down': 'mlp.down_proj'}
+
+def gguf_name(name:str)->str:
+    "lorakit's (Hugging Face's) name for the GGUF tensor `name`; a name it doesn't know is returned as it is."
+    stem, _, kind = name.rpartition('.')
+    parts = stem.split('.', 2)
+    if len(parts) == 3 and parts[0] == 'blk' and parts[2] in _GGUF_LAYER: return f'model.layers.{parts[1]}.{_GGUF_LAYER[parts[2]]}.{kind}'
+    return f'{_GGUF_TOP[stem]}.{kind}' if stem in _GGUF_TOP else name
+
+# %% ../nbs/05_model.ipynb #23cbd36a
+def _scale(b:torch.Tensor)->torch.Tensor:
+    "The little-endian fp16 numbers in the (n, 2) bytes `b`, as an (n, 1) float32 column."
+    return b.contiguous().view(torch.float16).float()
+
+def _nibbles(b:torch.Tensor)->torch.Tensor:
+    "The 32 4-bit values packed in each row of 16 bytes: low nibbles first (elements 0–15), then high (16–31)."
+    return torch.cat([b & 15, b >> 4], 1).float()
+
+def dequant_q8_0(blocks:torch.Tensor)->torch.Tensor: # (n, 34) uint8: fp16 d, 32 int8 q
+    "llama.cpp's Q8_0 blocks as (n, 32) float32: d·q."
+    return _scale(blocks[:, :2]) * blocks[:, 2:].contiguous().view(torch.int8).float()
+
+def dequant_q4_0(blocks:torch.Tensor)->torch.Tensor: # (n, 18) uint8: fp16 d, 16 bytes of 4-bit q
+    "llama.cpp's Q4_0 blocks as (n, 32) float32: d·(q − 8)."
+    return _scale(blocks[:, :2]) * (_nibbles(blocks[:, 2:]) - 8)
+
+def dequant_q4_1(blocks:torch.Tensor)->torch.Tensor: # (n, 20) uint8: fp16 d, fp16 m, 16 bytes of 4-bit q
+    "llama.cpp's Q4_1 blocks as (n, 32) float32: d·q + m."
+    return _scale(blocks[:, :2]) * _nibbles(blocks[:, 4:]) + _scale(blocks[:, 2:4])
+
+_DEQUANT = {'Q8_0': dequant_q8_0, 'Q4_0': dequant_q4_0, 'Q4_1': dequant_q4_1}
+_FLOATS = {'F32': torch.float32, 'F16': torch.float16, 'BF16': torch.bfloat16, 'F64': torch.float64}
+
+# %% ../nbs/05_model.ipynb #68d3b105
+def _gguf_tensor(t, name:str)->torch.Tensor:
+    "The GGUF tensor `t` (a `gguf.ReaderTensor`) as a float tensor in PyTorch's layout."
+    shape, kind = tuple(int(n) for n in reversed(t.shape)), t.tensor_type.name  # GGUF lists the fastest-varying dimension first
+    x = torch.from_numpy(np.array(t.data))  # a copy: the reader's arrays are read-only views of the memory-mapped file
+    if kind in _FLOATS: return (x.view(_FLOATS[kind]) if x.dtype == torch.uint8 else x).reshape(shape)
+    if kind in _DEQUANT: return _DEQUANT[kind](x.reshape(-1, x.numel() // (math.prod(shape) // 32))).reshape(shape)
+    from gguf import quants
+    try: return torch.from_numpy(quants.dequantize(t.data, t.tensor_type)).reshape(shape)
+    except NotImplementedError:
+        raise ValueError(f"{name} is stored as {kind}, which lorakit can't dequantize (it reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, the K-quants "
+                         f"and the other types the gguf package dequantizes): re-quantize the file, e.g. llama-quantize --allow-requantize in.gguf out.gguf Q8_0") from None
+
+def _unpermute(w:torch.Tensor, n_heads:int)->torch.Tensor:
+    "Undo llama.cpp's RoPE permutation of q_proj/k_proj rows: within each head, its interleaved pairs back to two halves."
+    return w.reshape(n_heads, -1, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
+
+# %% ../nbs/05_model.ipynb #0ea6a55e
+class GGUFFile:
+    "A GGUF file, opened with the `gguf` package: its metadata by key, and its tensors by lorakit's names, each read when asked for."
+    def __init__(self, path:str|Path):
+        self.path = Path(path)
+        if not self.path.is_file(): raise FileNotFoundError(f"{self.path} not found (relative paths start at {Path.cwd()})")
+        try: import gguf
+        except ModuleNotFoundError: raise ModuleNotFoundError("reading GGUF files needs the gguf package: pip install gguf") from None
+        try: self.reader = gguf.GGUFReader(self.path)
+        except Exception as e: raise ValueError(f"{self.path} is not a readable GGUF file ({type(e).__name__}: {e}): the file is damaged or not GGUF") from None
+        self.tensors = {gguf_name(t.name): t for t in self.reader.tensors}
+
+    def meta(self, key:str, default=None):
+        "The metadata value at `key` (e.g. 'llama.block_count'), else `default`."
+        f = self.reader.fields.get(key)
+        return default if f is None else f.contents()
+
+    def __getitem__(self, name:str)->torch.Tensor: return _gguf_tensor(self.tensors[name], name)
+
+    def __repr__(self): return f"GGUFFile({str(self.path)!r}, {self.meta('general.architecture')!r}, {len(self.tensors)} tensors)"
+
+# %% ../nbs/05_model.ipynb #27adafb8
+def gguf_config(g:GGUFFile)->LlamaConfig:
+    "The `LlamaConfig` of a Llama GGUF file, from its metadata."
+    arch = g.meta('general.architecture')
+    if arch != 'llama': raise ValueError(f"{g.path} holds a {arch!r} model (general.architecture); lorakit reads Llama GGUF files ('llama') only")
+    m = lambda k, d=None: g.meta(f'llama.{k}', d)
+    heads, hidden = m('attention.head_count'), m('embedding_length')
+    head_dim, kv = m('attention.key_length') or hidden // heads, m('attention.head_count_kv', heads)
+    if isinstance(kv, list): raise ValueError(f"{g.path} gives each layer its own number of KV heads; lorakit's Llama has one for all layers")
+    if m('rope.dimension_count', head_dim) != head_dim: raise ValueError(f"{g.path} rotates {m('rope.dimension_count')} of {head_dim} dimensions per head; lorakit's RoPE rotates them all")
+    if 'rope_freqs.weight' in g.tensors or m('rope.scaling.type', 'none') != 'none':
+        raise ValueError(f"{g.path} scales RoPE (rope_freqs or llama.rope.scaling, as Llama 3.1+ does), which lorakit reads from a Hugging Face config.json only: load the Hugging Face checkpoint")
+    emb = g.tensors['model.embed_tokens.weight'].shape  # GGUF order: (hidden, vocab)
+    return LlamaConfig(vocab_size=int(emb[1]), hidden_size=hidden, intermediate_size=m('feed_forward_length'), num_hidden_layers=m('block_count'),
+                       num_attention_heads=heads, num_key_value_heads=kv, max_position_embeddings=m('context_length', 2048),
+                       rms_norm_eps=m('attention.layer_norm_rms_epsilon', 1e-5), rope_theta=m('rope.freq_base', 10000.),
+                       tie_word_embeddings='lm_head.weight' not in g.tensors, head_dim=head_dim)
+
+def gguf_checkpoint(path:str|Path)->tuple[LlamaConfig, dict]:
+    "A GGUF file's config, and for each tensor (by lorakit's name) a function that reads it in Hugging Face's layout."
+    g = GGUFFile(path)
+    cfg = gguf_config(g)
+    heads = {'q_proj': cfg.num_attention_heads, 'k_proj': cfg.num_key_value_heads}
+    def load(name):
+        w, proj = g[name], name.split('.')[-2]
+        return _unpermute(w, heads[proj]) if proj in heads else w
+    return cfg, {n: functools.partial(load, n) for n in g.tensors}
+
+@patch(cls_method=True)
+def from_gguf(cls:Llama, path:str|Path, # a llama.cpp .gguf file of a Llama
+              dtype:str|torch.dtype|None=None, # default: float32
+              device:str|None=None, # default: the GPU if there is one
+              quantize:bool|dict=False, # True, or dict(targets=, blocksize=, double_quant=): NF4 while loading, layer by layer
+             )->Llama:
+    "Load a llama.cpp GGUF file: hyperparameters from its metadata, weights dequantized, q/k rows put back in Hugging Face's order."
+    cfg, files = gguf_checkpoint(path)
+    dtype, device = get_dtype(dtype or 'float32'), get_device(device)
+    with torch.device('meta'): model = cls(cfg)
+    _check_names(model, files)
+    _fill(model, files, device, dtype, ({} if quantize is True else quantize) if quantize else None)
+    return model.eval()

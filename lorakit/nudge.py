@@ -74,9 +74,9 @@ class LMProxy:
 
 # %% ../nbs/12_nudge.ipynb #32719c95
 def _weights_id(d:Path)->str:
-    "What identifies a checkpoint wherever it lies: its config and the size and first MiB of each weight file."
-    h = hashlib.sha256((d/'config.json').read_bytes())
-    for f in sorted(d.glob('*.safetensors')):
+    "What identifies a checkpoint wherever it lies: its config and the size and first MiB of each weight file (or of the GGUF file)."
+    h = hashlib.sha256(b'' if d.suffix == '.gguf' else (d/'config.json').read_bytes())
+    for f in [d] if d.suffix == '.gguf' else sorted(d.glob('*.safetensors')):
         with open(f, 'rb') as fh: h.update(f"{f.name} {f.stat().st_size}".encode()); h.update(fh.read(1 << 20))
     return h.hexdigest()[:16]
 

