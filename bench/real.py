@@ -79,7 +79,7 @@ def build(kind, a, dev, dt):
     from lorakit.memory import chunked_lm_loss
     model = add_lora(Llama.from_pretrained(ckpt, dtype=dt, device=dev, quantize=True), r=a.r, alpha=2*a.r)
     if kind == 'compiled':
-        for layer in model.layers: layer.compile()
+        for layer in model.model.layers: layer.compile()
     loss_fn = lm_loss if kind == 'lorakit' else chunked_lm_loss
     return model, lambda x, y: loss_fn(model, x, y)
 

@@ -161,9 +161,11 @@ _DT = {'float32': 4, 'fp32': 4, 'bfloat16': 2, 'bf16': 2, 'float16': 2, 'fp16': 
 _QUANT_BYTES = {True: 0.5 + 1/64 + 4/(64*256), False: 0.5 + 4/64}  # packed nibbles + absmax per 64 (+ nested absmax per 256 blocks)
 _OPT_STATES = {'adamw': 2, 'adam': 2, 'sgd': 0, 'sgd-momentum': 1}
 
+_MIN_CHUNK = 256  # rows: fewer, and the head's matmul runs at a fraction of the machine's speed (see the chunked loss below)
+
 def auto_chunk(n:int, vocab:int, hidden:int)->int:
-    "Rows per chunk so that a chunk's logits are about as large as all `n` hidden states: a power of two, at least 16."
-    return max(16, 2 ** math.ceil(math.log2(max(1, math.ceil(n / max(1, math.ceil(vocab / hidden)))))))
+    "Rows per chunk so that a chunk's logits are about as large as all `n` hidden states: a power of two, at least 256."
+    return max(_MIN_CHUNK, 2 ** math.ceil(math.log2(max(1, math.ceil(n / max(1, math.ceil(vocab / hidden)))))))
 
 def _bytes_of(name:str, what:str)->int:
     if name not in _DT: raise ValueError(f"{what} must be one of {sorted(_DT)}, got {name!r}")
@@ -208,8 +210,9 @@ def layer_activations(cfg:LlamaConfig, # the model
                      )->dict:
     "Bytes one decoder layer saves for backward, per token, by what saves them: lorakit's Llama with LoRA on a frozen base."
     h, q, i, H, D = cfg.hidden_size, cfg.num_attention_heads*cfg.head_dim, cfg.intermediate_size, cfg.num_attention_heads, cfg.head_dim
+    kv = cfg.num_key_value_heads * D
     ins, out = _IN(cfg), dict(residual=2*h*4 + 2*4)  # each RMSNorm keeps its float32 input and 1/rms
-    out['attention'] = 4*q*a + H*4  # SDPA keeps q, k and v (repeated to every head), its output, and a log-sum-exp per head
+    out['attention'] = (2*q + 2*kv)*a + H*4  # SDPA keeps q, k and v (at the KV heads), its output, and a log-sum-exp per head
     out['rope'] = 4*D*a / bs  # the cos and sin tables of q and k, per position
     out['swiglu'] = 3*i*a  # gate, silu(gate) and up, for the product's backward
     kept = 0

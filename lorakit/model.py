@@ -6,7 +6,7 @@ Docs: https://lorakit.github.io/lorakit/model.html.md"""
 
 # %% ../nbs/05_model.ipynb #d0b06ac8
 from __future__ import annotations
-import contextlib, functools, importlib.util, io, json, math, os, tempfile
+import contextlib, functools, importlib.util, inspect, io, json, math, os, tempfile
 import numpy as np
 from dataclasses import dataclass, asdict, fields
 from pathlib import Path
@@ -118,6 +118,8 @@ def rope(x:Float[torch.Tensor, "B H T D"], # queries or keys: heads before posit
     x1, x2 = x.chunk(2, -1)
     return x * cos + torch.cat([-x2, x1], -1) * sin
 
+_rope_unchecked = inspect.unwrap(rope)  # for torch.compile, whose traced tensors the shape check can't read
+
 # %% ../nbs/05_model.ipynb #65a7e179
 class Attention(nn.Module):
     "Causal grouped-query self-attention with RoPE."
@@ -131,12 +133,12 @@ class Attention(nn.Module):
     def forward(self, x, pos, inv_freq, cache=None, mask=None):
         B, T, _ = x.shape
         q, k, v = (p(x).view(B, T, n, self.d).transpose(1, 2) for p, n in ((self.q_proj, self.h), (self.k_proj, self.kv), (self.v_proj, self.kv)))
-        q, k = rope(q, pos, inv_freq), rope(k, pos, inv_freq)
+        rot = _rope_unchecked if torch.compiler.is_compiling() else rope
+        q, k = rot(q, pos, inv_freq), rot(k, pos, inv_freq)
         if cache is not None: k, v = cache.update(k, v)
-        k, v = (t.repeat_interleave(self.h // self.kv, dim=1) for t in (k, v))
         S = k.shape[2]
         if mask is None and S != T: mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None and T > 1)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None and T > 1, enable_gqa=self.h != self.kv)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, self.h * self.d))
 
 # %% ../nbs/05_model.ipynb #d7a9cf07
