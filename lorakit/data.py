@@ -277,17 +277,20 @@ def padding_waste(doc_lens:list[int], # tokens in each document, without its EOS
 
 # %% ../nbs/06_data.ipynb #584a6c3b
 class PackedLoader:
-    "Batches `(x, y)` of packed rows, in a seeded order per epoch, that can stop and resume mid-epoch."
+    "Batches `(x, y)` of packed rows (`(x, y, doc_ids)` if the rows carry them), in a seeded order per epoch, that can stop and resume mid-epoch."
     def __init__(self, inputs:torch.Tensor, # (n_rows, seq_len) input ids, as from `pack`
                  labels:torch.Tensor, # (n_rows, seq_len) labels
                  bs:int, # rows per batch
                  shuffle:bool=True, # a new order each epoch; else the rows in order
                  seed:int=0, # epoch e draws its order from seed + e
+                 doc_ids:torch.Tensor|None=None, # (n_rows, seq_len) each position's document within its row, for rows of whole documents
                 ):
         if inputs.ndim != 2 or inputs.shape != labels.shape:
             raise ValueError(f"inputs and labels must both be (n_rows, seq_len), got {tuple(inputs.shape)} and {tuple(labels.shape)}")
+        if doc_ids is not None and doc_ids.shape != inputs.shape:
+            raise ValueError(f"doc_ids must be (n_rows, seq_len) like the inputs {tuple(inputs.shape)}, got {tuple(doc_ids.shape)}")
         if not (isinstance(bs, int) and 1 <= bs <= len(inputs)): raise ValueError(f"bs must be an int in 1..{len(inputs)} (the number of rows), got {bs!r}")
-        self.inputs, self.labels, self.bs, self.shuffle, self.seed = inputs, labels, bs, shuffle, seed
+        self.inputs, self.labels, self.bs, self.shuffle, self.seed, self.doc_ids = inputs, labels, bs, shuffle, seed, doc_ids
         self.epoch, self.step, self.rows = 0, 0, None
 
     def __len__(self): return len(self.inputs) // self.bs
@@ -303,7 +306,7 @@ class PackedLoader:
         while self.step < len(self):
             b = idx[self.step*self.bs : (self.step + 1)*self.bs]
             self.step, self.rows = self.step + 1, b  # which rows the batch holds, for instruments that name them
-            yield self.inputs[b], self.labels[b]
+            yield (self.inputs[b], self.labels[b]) + (() if self.doc_ids is None else (self.doc_ids[b],))
         self.epoch, self.step = self.epoch + 1, 0
 
     def state_dict(self)->dict:
@@ -325,6 +328,8 @@ class LMData(NamedTuple):
     yt:torch.Tensor
     xv:torch.Tensor
     yv:torch.Tensor
+    dt:torch.Tensor|None=None  # each position's document within its row, where rows hold whole documents (13_sft); None for text cut end to end
+    dv:torch.Tensor|None=None
 
 def lm_data(docs:list[str], # the corpus, one string per document
             tok, # a tokenizer: `ByteTokenizer`, `HFTokenizer`, or anything with their interface

@@ -65,7 +65,7 @@ def _setup(cfg:TrainConfig, resume:bool, overwrite:bool):
     "Check everything, prepare the run directory, then load the model with LoRA (sharded under --fsdp); returns what the job needs."
     d, mc, tok, docs, data = check_job(cfg)
     group = job_group(cfg)
-    if resume: group.checkpoint.check(Path(cfg.out), asdict(cfg), fingerprint(data.xt, data.yt))  # the same run, before minutes of loading
+    if resume: group.checkpoint.check(Path(cfg.out), asdict(cfg), fingerprint(data.xt, data.yt, data.dt))  # the same run, before minutes of loading
     if cfg.out and group.main: prepare_run_dir(cfg.out, resume, overwrite, group.checkpoint.name)
     if cfg.fsdp: group.barrier()  # the directory is ready before any rank writes to it
     set_seed(cfg.seed)

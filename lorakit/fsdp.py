@@ -129,17 +129,18 @@ class _SumOverRanks(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g): return g * ctx.scale, None
 
-def sharded_loss(loss_fn, # `loss_fn(model, x, y, reduction)`, as `train` takes it
+def sharded_loss(loss_fn, # `loss_fn(model, x, y, reduction, doc_ids=None)`, as `train` takes it
                  reduction:str='mean', # what FSDP2 does to the gradients: `grad_reduction(mesh)`
                 ):
     "`loss_fn` for one rank of a sharded run: the rank takes its own rows of each global micro-batch, and the gradients come out as the single process's."
     ws, rank = dist.get_world_size(), dist.get_rank()
     scale = ws if reduction == 'mean' else 1.0  # undo FSDP2's division by the world size
-    def f(model, x, y, red='sum'):
+    def f(model, x, y, red='sum', doc_ids=None):
         if red != 'sum': raise ValueError(f"a sharded loss sums over the tokens of all ranks: call it with reduction='sum', not {red!r}")
         if len(x) % ws: raise ValueError(f"a micro-batch of {len(x)} rows doesn't split over {ws} ranks: use a --bs that is a multiple of {ws}")
-        k = len(x) // ws
-        return _SumOverRanks.apply(loss_fn(model, x[rank*k:(rank + 1)*k], y[rank*k:(rank + 1)*k], 'sum'), scale)
+        mine = slice(rank * (len(x) // ws), (rank + 1) * (len(x) // ws))
+        kw = {} if doc_ids is None else dict(doc_ids=doc_ids[mine])
+        return _SumOverRanks.apply(loss_fn(model, x[mine], y[mine], 'sum', **kw), scale)
     return f
 
 # %% ../nbs/11_fsdp.ipynb #54a31a5a

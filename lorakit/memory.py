@@ -352,11 +352,13 @@ def linear_cross_entropy(h:torch.Tensor, # (tokens, hidden) hidden states
     loss = LinearCrossEntropy.apply(h, weight, y, chunk, ignore_index, g and h.requires_grad, g and weight.requires_grad)
     return loss / (y != ignore_index).sum() if reduction == 'mean' else loss
 
-def chunked_lm_loss(model:nn.Module, x:torch.Tensor, y:torch.Tensor, reduction:str='mean')->torch.Tensor:
+def chunked_lm_loss(model:nn.Module, x:torch.Tensor, y:torch.Tensor, reduction:str='mean',
+                    doc_ids:torch.Tensor|None=None, # each position's document, for rows of whole documents side by side
+                   )->torch.Tensor:
     "`lm_loss` through `linear_cross_entropy`, for a model with `hidden()` and a plain `nn.Linear` head; `lm_loss` for any other."
     head = getattr(model, 'lm_head', None)
-    if not hasattr(model, 'hidden') or type(head) is not nn.Linear or head.bias is not None: return lm_loss(model, x, y, reduction)
-    return linear_cross_entropy(model.hidden(x).flatten(0, 1), head.weight, y.flatten(), reduction)
+    if not hasattr(model, 'hidden') or type(head) is not nn.Linear or head.bias is not None: return lm_loss(model, x, y, reduction, doc_ids)
+    return linear_cross_entropy(model.hidden(x, doc_ids=doc_ids).flatten(0, 1), head.weight, y.flatten(), reduction)
 
 def pick_loss(model:nn.Module, loss:str='auto'):
     "The loss function for `train`: 'chunked', 'plain', or 'auto': chunked where the vocabulary is over twice the hidden size, so the logits outweigh the hidden states."

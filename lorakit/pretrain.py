@@ -65,14 +65,15 @@ def unigram_loss(train_ids:torch.Tensor, valid_ids:torch.Tensor, vocab_size:int)
 @torch.no_grad()
 def evaluate_lm(model:Llama, x:torch.Tensor, y:torch.Tensor, # rows of inputs, and their targets (-100 is ignored)
                 bs:int=16, max_batches:int|None=None, # evaluate only the first `max_batches` batches of `bs` rows
+                doc_ids:torch.Tensor|None=None, # each position's document, for rows of whole documents side by side (`LMData.dv`)
                )->float:
     "Mean next-token cross-entropy of `model` over the labelled tokens of the rows `x` with targets `y`, in eval mode."
     was_training, total, n = model.training, 0., 0
     model.eval()
     try:
         for i in range(0, len(x) if max_batches is None else min(len(x), max_batches*bs), bs):
-            t = y[i:i+bs].flatten()
-            total += F.cross_entropy(model(x[i:i+bs]).flatten(0, 1).float(), t, ignore_index=-100, reduction='sum').item()
+            t, kw = y[i:i+bs].flatten(), {} if doc_ids is None else dict(doc_ids=doc_ids[i:i+bs])
+            total += F.cross_entropy(model(x[i:i+bs], **kw).flatten(0, 1).float(), t, ignore_index=-100, reduction='sum').item()
             n += (t != -100).sum().item()
     finally: model.train(was_training)
     if n == 0: raise ValueError("no labelled tokens to evaluate: every target is -100")

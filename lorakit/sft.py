@@ -14,7 +14,7 @@ from .core import *
 from .data import LMData, split_docs
 
 # %% auto #0
-__all__ = ['ROLES', 'ChatError', 'Chat', 'read_chats', 'encode_chat', 'chat_data', 'pydoc_chats']
+__all__ = ['ROLES', 'ChatError', 'Chat', 'read_chats', 'encode_chat', 'best_fit', 'chat_data', 'pydoc_chats']
 
 # %% ../nbs/13_sft.ipynb #e7e1ce1f
 ROLES = ('system', 'user', 'assistant')
@@ -84,6 +84,18 @@ def encode_chat(tok, # a tokenizer with `apply_chat_template`, e.g. `load_tokeni
     return ids, labels
 
 # %% ../nbs/13_sft.ipynb #12d1723a
+def best_fit(lens:list[int], # the length of each item
+             size:int, # the room in a bin
+            )->list[list[int]]:
+    "Bins of item indices, each bin's lengths summing to at most `size`: longest first, each into the fullest bin it fits."
+    bins, room = [], []
+    for i in sorted(range(len(lens)), key=lambda i: -lens[i]):
+        fits = [b for b in range(len(bins)) if room[b] >= lens[i]]
+        if fits: b = min(fits, key=lambda b: room[b])
+        else: b = len(bins); bins.append([]); room.append(size)
+        bins[b].append(i); room[b] -= lens[i]
+    return bins
+
 def chat_data(chats:list[Chat], # from `read_chats`
               tok, # the chat model's tokenizer
               seq_len:int, # tokens per row, at most the model's context
@@ -91,8 +103,9 @@ def chat_data(chats:list[Chat], # from `read_chats`
               seed:int=0, # seed of the split
               all_tokens:bool=False, # label every token, not only the assistant's
               on_bad:str='stop', # 'stop' at a conversation that doesn't fit, or 'skip' it
+              pack:bool=False, # several whole conversations a row, kept apart by doc_ids; else one a row
              )->tuple[LMData, list[Chat], list[str]]:
-    "Train and valid rows of the conversations, one per row, padded; the held-out conversations; the problems of those skipped."
+    "Train and valid rows of the conversations, padded; the held-out conversations; the problems of those skipped."
     rows, skipped = [], []
     for c in chats:
         try:
@@ -101,14 +114,20 @@ def chat_data(chats:list[Chat], # from `read_chats`
             rows.append((c, ids, labels))
         except ChatError as e: _bad(e, on_bad, skipped)
     if not rows: raise ChatError("no conversation fits: see the lines above")
-    def pad(rs):
-        x = torch.full((len(rs), seq_len), tok.eos_id); y = torch.full((len(rs), seq_len), -100)
-        for i, (_, ids, labels) in enumerate(rs):
-            n = len(ids) - 1
-            x[i, :n], y[i, :n] = torch.tensor(ids[:-1]), torch.tensor(labels[1:])
-        return x, y
+    def lay_out(rs):
+        groups = best_fit([len(ids) - 1 for _, ids, _ in rs], seq_len) if pack else [[i] for i in range(len(rs))]
+        x, y, d = torch.full((len(groups), seq_len), tok.eos_id), torch.full((len(groups), seq_len), -100), torch.zeros(len(groups), seq_len, dtype=torch.long)
+        for r, g in enumerate(groups):
+            at = 0
+            for k, i in enumerate(g):
+                _, ids, labels = rs[i]; n = len(ids) - 1
+                x[r, at:at+n], y[r, at:at+n], d[r, at:at+n] = torch.tensor(ids[:-1]), torch.tensor(labels[1:]), k
+                at += n
+            d[r, at:] = len(g)  # the padding: a document of its own
+        return x, y, d
     train, valid = split_docs(rows, valid_pct, seed)
-    return LMData(*pad(train), *pad(valid)), [c for c, _, _ in valid], skipped
+    (xt, yt, dt), (xv, yv, dv) = lay_out(train), lay_out(valid)
+    return LMData(xt, yt, xv, yv, *((dt, dv) if pack else ())), [c for c, _, _ in valid], skipped
 
 # %% ../nbs/13_sft.ipynb #e9b2cc92
 def pydoc_chats(max_chars:int=400, # the answer: the topic's opening, cut at a paragraph end within this many characters

@@ -123,9 +123,12 @@ def lr_schedule(kind:str, steps:int, lr:float, warmup:int=20):
     return (lambda s: lr_at(s, steps, lr, warmup)) if kind == 'cosine' else (lambda s: one_cycle_lr(s, steps, lr))
 
 # %% ../nbs/07_train.ipynb #80aa6c36
-def lm_loss(model:nn.Module, x:torch.Tensor, y:torch.Tensor, reduction:str='mean')->torch.Tensor:
+def lm_loss(model:nn.Module, x:torch.Tensor, y:torch.Tensor, reduction:str='mean',
+            doc_ids:torch.Tensor|None=None, # each position's document, for rows of whole documents side by side (`LMData.dt`)
+           )->torch.Tensor:
     "Next-token cross-entropy of `model` on inputs `x`, ignoring labels of -100: the mean over labelled tokens, or their 'sum'."
-    return F.cross_entropy(model(x).flatten(0, 1).float(), y.flatten(), ignore_index=-100, reduction=reduction)
+    logits = model(x) if doc_ids is None else model(x, doc_ids=doc_ids)
+    return F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), ignore_index=-100, reduction=reduction)
 
 # %% ../nbs/07_train.ipynb #c191ef12
 @contextlib.contextmanager
@@ -141,15 +144,16 @@ def span(name:str, # what the range is called in a trace, e.g. 'forward'
 
 # %% ../nbs/07_train.ipynb #0d705b82
 def backward_tokens(model:nn.Module, # the model being trained
-                    batches:list, # the (x, y) micro-batches of one optimizer step
+                    batches:list, # the (x, y) or (x, y, doc_ids) micro-batches of one optimizer step
                     amp=contextlib.nullcontext(), # a context to run forward in, such as `torch.autocast`
-                    loss_fn=lm_loss, # `loss_fn(model, x, y, 'sum')`: `lm_loss`, or 10_memory's `chunked_lm_loss`
+                    loss_fn=lm_loss, # `loss_fn(model, x, y, 'sum', doc_ids=...)`: `lm_loss`, or 10_memory's `chunked_lm_loss`
                    )->float:
     "Backpropagate the mean loss over every labelled token of `batches`, one micro-batch at a time; return that mean."
-    n = sum(int((y != -100).sum()) for _, y in batches)
+    n = sum(int((b[1] != -100).sum()) for b in batches)
     dev, loss = next(model.parameters()).device, 0.
-    for x, y in batches:
-        with span('forward', dev.type == 'cuda'), amp: l = loss_fn(model, x.to(dev), y.to(dev), 'sum') / max(n, 1)
+    for x, y, *d in batches:
+        kw = dict(doc_ids=d[0].to(dev)) if d else {}
+        with span('forward', dev.type == 'cuda'), amp: l = loss_fn(model, x.to(dev), y.to(dev), 'sum', **kw) / max(n, 1)
         with span('backward', dev.type == 'cuda'): l.backward()
         loss += l.item()
     return loss
@@ -193,10 +197,11 @@ def set_rng_state(st:dict):
 _CKPT_KEYS = ('step', 'lora', 'optimizer', 'loader', 'rng', 'history', 'config', 'data')
 _MAY_CHANGE = ('out', 'device', 'save_every', 'eval_every', 'eval_batches', 'samples', 'data', 'cpu_offload', 'dist_timeout')  # a resumed run may change these; data is compared by its rows
 
-def fingerprint(*ts:torch.Tensor)->str:
-    "A SHA-256 of the bytes of `ts`: the same rows give the same fingerprint."
+def fingerprint(*ts:torch.Tensor|None)->str:
+    "A SHA-256 of the bytes of `ts` (None skipped): the same rows give the same fingerprint."
     h = hashlib.sha256()
-    for t in ts: h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    for t in ts:
+        if t is not None: h.update(t.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()
 
 def save_checkpoint(path:Path, model:nn.Module, opt, loader:PackedLoader, step:int, history:list, config:dict, data:str):
@@ -381,6 +386,8 @@ def _fire(cbs, event:str, s:LoopState):
 
 def _use_autocast(device)->bool: return device.type == 'cuda' and torch.cuda.is_bf16_supported()
 
+def _to(t:torch.Tensor|None, dev)->torch.Tensor|None: return None if t is None else t.to(dev)
+
 def _eval_every(cfg:TrainConfig)->int: return cfg.eval_every or (max(1, cfg.steps // 5) if cfg.steps >= 25 else cfg.steps)
 
 def _step(s:LoopState, batches, loader:PackedLoader, sched, amp, cbs)->dict:
@@ -418,10 +425,10 @@ def train(model:nn.Module, # a model whose trainable parameters (the LoRA weight
     dev, params = next(model.parameters()).device, [p for p in model.parameters() if p.requires_grad]
     if not params: raise ValueError("model has no trainable parameters: add_lora first")
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    loader, sched = PackedLoader(data.xt, data.yt, cfg.bs, seed=cfg.seed), lr_schedule(cfg.schedule, cfg.steps, cfg.lr, cfg.warmup)
+    loader, sched = PackedLoader(data.xt, data.yt, cfg.bs, seed=cfg.seed, doc_ids=data.dt), lr_schedule(cfg.schedule, cfg.steps, cfg.lr, cfg.warmup)
     group = group or OneProcess()
     if cfg.out and group.main: prepare_run_dir(cfg.out, resume, overwrite, group.checkpoint.name)
-    run = _Run(cfg.out, asdict(cfg), fingerprint(data.xt, data.yt), group)
+    run = _Run(cfg.out, asdict(cfg), fingerprint(data.xt, data.yt, data.dt), group)
     step, history = run.start(model, opt, loader, resume)
     s = LoopState(model, params, opt, cfg, run.out if group.main else None, history, step, loss_fn=loss_fn)  # instruments write where rank 0 does
     amp = torch.autocast(dev.type, dtype=torch.bfloat16) if (cfg.autocast if cfg.autocast is not None else _use_autocast(dev)) else contextlib.nullcontext()
@@ -432,7 +439,7 @@ def train(model:nn.Module, # a model whose trainable parameters (the LoRA weight
             _fire(callbacks, 'begin_fit', s)
             while s.step < cfg.steps and not s.stop:
                 s.rec = rec = _step(s, batches, loader, sched, amp, callbacks)
-                if s.step % every == 0 or s.step == cfg.steps: rec['valid_loss'] = evaluate_lm(model, data.xv.to(dev), data.yv.to(dev), cfg.bs, cfg.eval_batches)
+                if s.step % every == 0 or s.step == cfg.steps: rec['valid_loss'] = evaluate_lm(model, data.xv.to(dev), data.yv.to(dev), cfg.bs, cfg.eval_batches, _to(data.dv, dev))
                 _fire(callbacks, 'after_step', s)
                 s.history.append(rec); run.log(rec)
                 if s.step % cfg.save_every == 0 or s.step == cfg.steps or s.stop: run.save(model, opt, loader, s.step, s.history)
