@@ -12,30 +12,61 @@ from pathlib import Path
 import torch, torch.nn as nn
 from .core import *
 from .inject import add_lora, find_targets, lora_summary
-from .model import Llama, LlamaConfig
+from .model import Llama, LlamaConfig, generate
 from .data import *
 from .pretrain import evaluate_lm, base_path
 from .train import *
 from .adapters import save_adapter
 from .instrument import Instruments
 from .memory import pick_loss
+from .sft import read_chats, chat_data
 from .fsdp import init_distributed, load_sharded, Sharded, grad_reduction, sharded_loss, save_adapter_sharded, rank_bytes, peak_rss_mib
 import torch.distributed as dist
 from .train import _write_text, _model_dir, _read_config
 
 # %% auto #0
-__all__ = ['check_job', 'job_group', 'job_loss', 'finetune', 'first_steps', 'check_loss_curve']
+__all__ = ['is_chat_job', 'chat_job_data', 'check_job', 'job_group', 'job_loss', 'finetune', 'first_steps', 'check_loss_curve']
 
 # %% ../nbs/98_finetune.ipynb #715dbc90
-def check_job(cfg:TrainConfig)->tuple:
-    "Everything about `cfg` that can be checked without loading weights; returns the checkpoint dir, its config, tokenizer, documents and packed data."
+def _jsonl_files(paths:list)->list[Path]:
+    return [f for p in map(Path, paths) for f in (sorted(p.rglob('*.jsonl')) if p.is_dir() else [p])]
+
+def is_chat_job(cfg:TrainConfig)->bool:
+    "Whether `cfg` trains on conversations: `cfg.chat` if it says, else whether the first line of its first .jsonl file holds 'messages', or 'prompt' and 'completion'."
+    if cfg.chat is not None: return cfg.chat
+    files = _jsonl_files(cfg.data or [])
+    if not files or files[0].suffix != '.jsonl' or not files[0].is_file(): return False
+    with open(files[0], encoding='utf-8', errors='replace') as f: first = next((l for l in f if l.strip()), '')
+    try: d = json.loads(first)
+    except json.JSONDecodeError: return False
+    return isinstance(d, dict) and ('messages' in d or {'prompt', 'completion'} <= d.keys())
+
+def chat_job_data(cfg:TrainConfig, tok, max_len:int)->tuple:
+    "The rows of a chat job (13_sft's `chat_data`), its held-out conversations, and the problems of those skipped."
+    if not cfg.data: raise ValueError("--chat trains on conversations: pass --data with .jsonl files of them, one a line ('messages', or 'prompt' and 'completion')")
+    try: tok.apply_chat_template([dict(role='user', content='hi')], add_generation_prompt=True)
+    except (ValueError, AttributeError) as e: raise ValueError(f"--chat needs a chat model, whose tokenizer has a chat template; {e}") from None
+    chats, skipped = [], []
+    for f in _jsonl_files(cfg.data):
+        c, s = read_chats(f, cfg.on_bad); chats += c; skipped += s
+    data, held, s = chat_data(chats, tok, min(cfg.seq_len, max_len), seed=cfg.seed, all_tokens=cfg.all_tokens, on_bad=cfg.on_bad, pack=cfg.pack)
+    return data, held, skipped + s
+
+def check_job(cfg:TrainConfig, log=print)->tuple:
+    "Everything about `cfg` that can be checked without loading weights; returns the checkpoint dir, its config, tokenizer, documents (held-out `Chat`s for a chat job) and rows."
     d = _model_dir(cfg); mc = _read_config(d)
     if cfg.seq_len > mc.max_position_embeddings:
         raise ValueError(f"--seq-len {cfg.seq_len} is longer than the model's context (max_position_embeddings={mc.max_position_embeddings}): use at most {mc.max_position_embeddings}")
     with torch.device('meta'): find_targets(Llama(mc), cfg.targets)  # names the nearest layers if a target matches nothing
     tok = load_tokenizer(d, mc.vocab_size)
-    docs = job_docs(cfg)
-    data = lm_data(docs, tok, cfg.seq_len, seed=cfg.seed, max_len=mc.max_position_embeddings)
+    if is_chat_job(cfg):
+        data, docs, skipped = chat_job_data(cfg, tok, mc.max_position_embeddings)
+        log(f"chat: {len(data.xt)} training rows ({'whole conversations packed' if cfg.pack else 'a conversation each'}), {len(docs)} conversations held out; "
+            f"the loss on {'every token' if cfg.all_tokens else 'the assistant tokens'}"
+            + (f"; skipped {len(skipped)}:\n  " + '\n  '.join(skipped) if skipped else ''))
+    else:
+        docs = job_docs(cfg)
+        data = lm_data(docs, tok, cfg.seq_len, seed=cfg.seed, max_len=mc.max_position_embeddings)
     if cfg.bs > len(data.xt): raise ValueError(f"--bs {cfg.bs} is more than the {len(data.xt)} rows of training data: use a smaller --bs or --seq-len, or more text")
     return d, mc, tok, docs, data
 
@@ -43,15 +74,24 @@ def check_job(cfg:TrainConfig)->tuple:
 def _report(model, data:LMData, shakespeare_data:LMData|None, cfg:TrainConfig)->dict:
     "Validation losses on the new text and, for the shipped base, on held-out Shakespeare."
     dev = next(model.parameters()).device
-    ev = lambda ds: evaluate_lm(model, ds.xv.to(dev), ds.yv.to(dev), cfg.bs, cfg.eval_batches)
+    ev = lambda ds: evaluate_lm(model, ds.xv.to(dev), ds.yv.to(dev), cfg.bs, cfg.eval_batches, None if ds.dv is None else ds.dv.to(dev))
     return {'valid': ev(data)} | ({'shakespeare': ev(shakespeare_data)} if shakespeare_data is not None else {})
 
 def _losses(r:dict)->str: return ', '.join(f"{k} loss {v:.3f}" for k, v in r.items())
 
-def _sample(model, tok, prompt:str, cfg:TrainConfig)->str:
+def _prompt(docs:list):
+    "What samples.txt continues: the opening of the first document, or the first held-out conversation up to its first assistant turn."
+    if isinstance(docs[0], str): return docs[0][:40]
+    ms = docs[0].messages
+    return ms[:next(i for i, m in enumerate(ms) if m['role'] == 'assistant')]
+
+def _sample(model, tok, prompt:str|list, cfg:TrainConfig)->str:
     "A sample for samples.txt, as long as `cfg.samples` says: by default 120 tokens, or 4 a step for a short run (each token costs a forward pass)."
     n = cfg.samples if cfg.samples is not None else min(120, 4*cfg.steps)
-    return sample_text(model, tok, prompt, n, seed=cfg.seed) if n else ''
+    if not n: return ''
+    if isinstance(prompt, str): return sample_text(model, tok, prompt, n, seed=cfg.seed)
+    ids = torch.tensor([tok.apply_chat_template(prompt, add_generation_prompt=True)], device=next(model.parameters()).device)
+    return tok.decode(generate(model, ids, min(n, model.config.max_position_embeddings - ids.shape[1]), temperature=0, eos_id=tok.eos_id)[0].tolist())  # the reply, greedy
 
 def _write_samples(path:Path, before:str, after:str):
     with atomic_path(path) as t: t.write_text(f"--- before ---\n{before}\n\n--- after ---\n{after}\n")
@@ -61,9 +101,9 @@ def job_group(cfg:TrainConfig):
     "The processes of the job: `OneProcess()`, or with `cfg.fsdp` this rank of the torchrun job (joining its process group)."
     return Sharded(init_distributed(cfg.device, cfg.dist_timeout)) if cfg.fsdp else OneProcess()
 
-def _setup(cfg:TrainConfig, resume:bool, overwrite:bool):
+def _setup(cfg:TrainConfig, resume:bool, overwrite:bool, log=print):
     "Check everything, prepare the run directory, then load the model with LoRA (sharded under --fsdp); returns what the job needs."
-    d, mc, tok, docs, data = check_job(cfg)
+    d, mc, tok, docs, data = check_job(cfg, log)
     group = job_group(cfg)
     if resume: group.checkpoint.check(Path(cfg.out), asdict(cfg), fingerprint(data.xt, data.yt, data.dt))  # the same run, before minutes of loading
     if cfg.out and group.main: prepare_run_dir(cfg.out, resume, overwrite, group.checkpoint.name)
@@ -97,7 +137,7 @@ def _write_ranks(path:Path, group, held:dict):
     dist.all_gather_object(recs, rec)
     if group.main: _write_text(path, json.dumps(recs, indent=2))
 
-def _finish(model, tok, d:Path, data, sh, cfg:TrainConfig, hist:list, prompt:str, sample0:str, group=None, held:dict|None=None)->dict:
+def _finish(model, tok, d:Path, data, sh, cfg:TrainConfig, hist:list, prompt:str|list, sample0:str, group=None, held:dict|None=None)->dict:
     "The losses after training, and the run directory's curves, samples and adapter (written by rank 0 alone in a sharded run)."
     group = group or OneProcess()
     after = _report(model, data, sh, cfg)
@@ -125,8 +165,8 @@ def finetune(cfg:TrainConfig|None=None, # the run's settings; default: the shipp
     "Fine-tune a Llama with LoRA or QLoRA as `cfg` says; return the losses before and after, and the history."
     cfg = cfg or TrainConfig(out='lorakit-run')
     try:
-        d, model, tok, docs, data, sh, group = _setup(cfg, resume, overwrite)
-        before, prompt = _report(model, data, sh, cfg), docs[0][:40]
+        d, model, tok, docs, data, sh, group = _setup(cfg, resume, overwrite, log)
+        before, prompt = _report(model, data, sh, cfg), _prompt(docs)
         sample0 = _sample(model, tok, prompt, cfg)
     except KeyboardInterrupt: raise TrainingStopped("interrupted before training started: nothing was trained") from None
     if not group.main: log = lambda *a, **k: None  # rank 0 speaks for the job
@@ -154,7 +194,7 @@ def first_steps(cfg:TrainConfig, # the job; its `out` must be None, since nothin
                )->list[dict]:
     "The records (loss, lr, grad norm) of the first `n` steps of the job `cfg`, on the learning rates of its full schedule."
     if cfg.out: raise ValueError(f"first_steps writes nothing, but out={cfg.out!r}: pass a TrainConfig with out=None")
-    _, model, _, _, data, _, group = _setup(cfg, resume=False, overwrite=False)
+    _, model, _, _, data, _, group = _setup(cfg, resume=False, overwrite=False, log=lambda *a: None)
     return train(model, data, cfg, progress=False, callbacks=[*callbacks, _StopAfter(n)], loss_fn=job_loss(model, cfg, group), group=group)
 
 # %% ../nbs/98_finetune.ipynb #b224f910

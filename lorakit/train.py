@@ -32,6 +32,10 @@ class TrainConfig:
     model:str|None=None # a local Llama checkpoint directory; None: lorakit's shipped Shakespeare base
     data:list|None=None # .txt or .jsonl files, or directories of them; None: Python's reference docs
     field:str='text' # the key of each .jsonl line that holds the text
+    chat:bool|None=None # train on conversations (13_sft): the model's chat template, the loss on the assistant's tokens; None: if the first .jsonl line holds 'messages', or 'prompt' and 'completion'
+    all_tokens:bool=False # with chat data: the loss on every token, not only the assistant's
+    pack:bool=False # with chat data: several whole conversations a row, kept apart by doc_ids; else one a row, padded
+    on_bad:str='stop' # with chat data: 'stop' at a conversation that can't be trained on, naming its line, or 'skip' it
     quant:str='nf4' # 'nf4' (QLoRA: the base in 4 bits) or 'none' (LoRA on the full-precision base)
     dtype:str='auto' # the base's dtype: 'auto' is bf16 on a GPU that supports it, else float32
     r:int=8 # LoRA rank
@@ -81,6 +85,7 @@ def _check_config(c:TrainConfig):
     check_arg('--quant', c.quant, c.quant in _quants, f'one of {_quants}')
     check_arg('--schedule', c.schedule, c.schedule in _schedules, f'one of {_schedules}')
     check_arg('--loss', c.loss, c.loss in _losses, f'one of {_losses}')
+    check_arg('--on-bad', c.on_bad, c.on_bad in ('stop', 'skip'), "'stop' or 'skip'")
     check_arg('--dist-timeout', c.dist_timeout, _is_num(c.dist_timeout) and c.dist_timeout > 0, 'a number of seconds > 0')
     if c.cpu_offload and not c.fsdp: raise ValueError("--cpu-offload offloads the shards of a sharded run: add --fsdp (under torchrun), or leave it off")
     if c.dtype != 'auto': get_dtype(c.dtype)  # raises, naming the dtypes it knows
