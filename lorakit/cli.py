@@ -271,7 +271,8 @@ def pretrain_cli(argv:list[str]|None=None): # the arguments; default: the comman
     sys.exit(run_guarded('lorakit-pretrain', _pretrain, sys.argv[1:] if argv is None else argv))
 
 # %% ../nbs/99_cli.ipynb #8f8f1f87
-_NOT_PROXY = ('out', 'steps', 'bs', 'seq_len', 'grad_accum', 'eval_every', 'eval_batches', 'samples', 'save_every', 'seed', 'fsdp', 'cpu_offload', 'dist_timeout')
+_NOT_PROXY = ('out', 'steps', 'bs', 'seq_len', 'grad_accum', 'eval_every', 'eval_batches', 'samples', 'save_every', 'seed', 'fsdp', 'cpu_offload', 'dist_timeout',
+              'chat', 'all_tokens', 'pack', 'on_bad')  # the proxy task is text (12_nudge's LMProxy): a chat job's flags would do nothing there
 
 def nudge_parser()->argparse.ArgumentParser:
     "The flags of `lorakit-nudge`: the job's (those of `lorakit-train` that shape learning), the proxy's, and the nudge's."

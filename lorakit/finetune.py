@@ -41,7 +41,7 @@ def is_chat_job(cfg:TrainConfig)->bool:
     except json.JSONDecodeError: return False
     return isinstance(d, dict) and ('messages' in d or {'prompt', 'completion'} <= d.keys())
 
-def chat_job_data(cfg:TrainConfig, tok, max_len:int)->tuple:
+def chat_job_data(cfg:TrainConfig, tok)->tuple:
     "The rows of a chat job (13_sft's `chat_data`), its held-out conversations, and the problems of those skipped."
     if not cfg.data: raise ValueError("--chat trains on conversations: pass --data with .jsonl files of them, one a line ('messages', or 'prompt' and 'completion')")
     try: tok.apply_chat_template([dict(role='user', content='hi')], add_generation_prompt=True)
@@ -49,7 +49,7 @@ def chat_job_data(cfg:TrainConfig, tok, max_len:int)->tuple:
     chats, skipped = [], []
     for f in _jsonl_files(cfg.data):
         c, s = read_chats(f, cfg.on_bad); chats += c; skipped += s
-    data, held, s = chat_data(chats, tok, min(cfg.seq_len, max_len), seed=cfg.seed, all_tokens=cfg.all_tokens, on_bad=cfg.on_bad, pack=cfg.pack)
+    data, held, s = chat_data(chats, tok, cfg.seq_len, seed=cfg.seed, all_tokens=cfg.all_tokens, on_bad=cfg.on_bad, pack=cfg.pack)
     return data, held, skipped + s
 
 def check_job(cfg:TrainConfig, log=print)->tuple:
@@ -60,7 +60,7 @@ def check_job(cfg:TrainConfig, log=print)->tuple:
     with torch.device('meta'): find_targets(Llama(mc), cfg.targets)  # names the nearest layers if a target matches nothing
     tok = load_tokenizer(d, mc.vocab_size)
     if is_chat_job(cfg):
-        data, docs, skipped = chat_job_data(cfg, tok, mc.max_position_embeddings)
+        data, docs, skipped = chat_job_data(cfg, tok)
         log(f"chat: {len(data.xt)} training rows ({'whole conversations packed' if cfg.pack else 'a conversation each'}), {len(docs)} conversations held out; "
             f"the loss on {'every token' if cfg.all_tokens else 'the assistant tokens'}"
             + (f"; skipped {len(skipped)}:\n  " + '\n  '.join(skipped) if skipped else ''))
