@@ -437,7 +437,8 @@ def save_pretrained(self:HFTokenizer, d:str|Path, # an existing directory, e.g. 
     d = Path(d)
     name = lambda i: None if i is None else self.tok.id_to_token(i)
     cfg = dict(tokenizer_class='PreTrainedTokenizerFast', bos_token=name(self.bos_id), eos_token=name(self.eos_id), add_bos_token=False)
-    if (t := getattr(self, '_template', None) or chat_template(self.path.parent)) is not None: cfg['chat_template'] = t
+    t = self._template if hasattr(self, '_template') else chat_template(self.path.parent)  # a GGUF file's own, even None: never a neighbour's
+    if t is not None: cfg['chat_template'] = t
     with atomic_path(d/'tokenizer.json') as tmp: self.tok.save(str(tmp))
     with atomic_path(d/'tokenizer_config.json') as tmp: tmp.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + '\n', encoding='utf-8')
     return ['tokenizer.json', 'tokenizer_config.json']
