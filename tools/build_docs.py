@@ -1,0 +1,214 @@
+#!/usr/bin/env python
+"""Build lorakit's docs site into `_site/`, offline, from the executed notebooks and the package's docments.
+
+    pip install -e ".[docs]"
+    python tools/build_docs.py          # then open _site/index.html through a server: python -m http.server -d _site
+
+nbdev's own docs need Quarto, which can't be installed from the package registries, so the site is built with
+Material for MkDocs, and mkdocs-jupyter renders each notebook with the outputs committed in it. The README is the
+landing page, each notebook is a page in reading order, and every exported symbol is documented twice: right after
+the cell that defines it, as nbdev's `show_doc` places it, and on its module's API page, which search indexes.
+"""
+import argparse, ast, inspect, json, importlib, os, re, shutil, subprocess, sys, tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NBS, SITE = ROOT/'nbs', ROOT/'_site'
+REPO = 'https://github.com/lorakit/lorakit/blob/main'
+
+def directives(src:str)->dict:
+    "`#| name args` lines of a cell's source, as {name: args}."
+    return {l[2:].split()[0]: ' '.join(l[2:].split()[1:]) for l in src.splitlines() if l.startswith('#|') and l[2:].split()}
+
+def strip_directives(src:str)->str: return '\n'.join(l for l in src.splitlines() if not l.startswith('#|')).strip()
+
+def notebooks()->list:
+    "The notebooks in reading order, as nbdev-test finds them, without the index (the README is the landing page)."
+    from nbdev.doclinks import nbglob
+    return sorted(Path(p) for p in nbglob(NBS) if Path(p).name != 'index.ipynb')
+
+def title(nb:dict, fallback:str)->str:
+    for c in nb['cells']:
+        src = ''.join(c['source'])
+        if c['cell_type'] == 'markdown' and src.startswith('# '): return src.splitlines()[0][2:].strip()
+    return fallback
+
+# ---- show_doc, rendered to markdown from docments ----
+def _fmt(v)->str: return '' if v is inspect.Parameter.empty else f'`{v!r}`' if not isinstance(v, type) else f'`{v.__name__}`'
+
+def _anno(a)->str:
+    if a is inspect.Parameter.empty or a is None: return ''
+    return a.__name__ if isinstance(a, type) else str(a).replace('typing.', '')
+
+def _cell(s:str)->str: return s.replace('|', '\\|').replace('\n', ' ')
+
+def show_doc_md(obj, name:str, level:int=3)->str:
+    "Markdown for one symbol: heading with a source link, signature, docstring, and a table of its docments."
+    from fastcore.docments import docments
+    kind = 'class' if inspect.isclass(obj) else 'def'
+    try: src_file, line = inspect.getsourcefile(obj), inspect.getsourcelines(obj)[1]
+    except (TypeError, OSError): src_file, line = None, None
+    link = f'<small>[source]({REPO}/{Path(src_file).relative_to(ROOT).as_posix()}#L{line})</small>' if src_file and Path(src_file).is_relative_to(ROOT) else ''
+    f = obj.__init__ if kind == 'class' and '__init__' in vars(obj) else obj
+    try: sig = inspect.signature(f)
+    except (TypeError, ValueError): sig = None
+    out = [f"{'#'*level} {name}", ''] + ([link, ''] if link else [])
+    if sig is not None:
+        params = [p for p in sig.parameters.values() if p.name != 'self']
+        sig_s = str(sig.replace(parameters=params)) if kind == 'class' else str(sig)
+        # the modules use `from __future__ import annotations`, so annotations are strings: show them as written
+        sig_s = re.sub(r'''(: |-> )(['"])(.*?)\2(?=[,)=\s]|$)''', r'\1\3', sig_s)
+        out += ['```python', f'{kind} {name}{sig_s}' + (':' if kind == 'def' else ''), '```', '']
+    doc = inspect.getdoc(obj)
+    if doc: out += [doc, '']
+    try: dm = docments(f, full=True) if sig is not None else {}
+    except Exception: dm = {}
+    rows = [(k, v) for k, v in dm.items() if k not in ('self', 'return') and (v.get('docment') or v.get('anno') is not inspect.Parameter.empty)]
+    if rows:
+        out += ['| | Type | Default | Details |', '|---|---|---|---|']
+        out += [f"| **{k}** | {_cell(_anno(v['anno']))} | {_cell(_fmt(v['default']))} | {_cell(v.get('docment') or '')} |" for k, v in rows]
+        ret = dm.get('return', {})
+        if ret and (ret.get('docment') or ret.get('anno') not in (inspect.Parameter.empty, None)):
+            out += [f"| **Returns** | {_cell(_anno(ret['anno']))} | | {_cell(ret.get('docment') or '')} |"]
+        out += ['']
+    return '\n'.join(out)
+
+def exported_names(src:str)->list:
+    "Public top-level functions and classes a cell defines, in order."
+    try: tree = ast.parse(strip_directives(src))
+    except SyntaxError: return []
+    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) and not n.name.startswith('_')]
+
+def methods_md(cls, name:str)->str:
+    "Public methods the class defines itself, with docstrings."
+    parts = []
+    for k, v in vars(cls).items():
+        if k.startswith('_') or not (inspect.isfunction(v) or isinstance(v, (staticmethod, classmethod))): continue
+        fn = v.__func__ if isinstance(v, (staticmethod, classmethod)) else v
+        if inspect.getdoc(fn): parts.append(show_doc_md(fn, f'{name}.{k}', level=4))
+    return '\n'.join(parts)
+
+# ---- the pages ----
+def page_nb(nb_path:Path, mod, api_page:str)->tuple:
+    "A copy of the notebook for the site: `#| hide` cells out, directives out of the shown code, show_doc after each export."
+    nb = json.loads(nb_path.read_text())
+    cells, documented = [], []
+    for c in nb['cells']:
+        src = ''.join(c['source'])
+        d = directives(src)
+        if 'hide' in d or 'default_exp' in d and not strip_directives(src): continue
+        if c['cell_type'] == 'code':
+            c = dict(c, source=strip_directives(src), execution_count=None)
+            if not c['source'] and not c.get('outputs'): continue
+        cells.append(dict(c, metadata={}))
+        if c['cell_type'] == 'code' and mod is not None and ('export' in d or 'exports' in d):
+            for n in exported_names(src):
+                obj = getattr(mod, n, None)
+                if obj is None: continue
+                documented.append(n)
+                md = show_doc_md(obj, n) + (methods_md(obj, n) if inspect.isclass(obj) else '')
+                cells.append({'cell_type': 'markdown', 'id': f'doc-{n}', 'metadata': {}, 'source': md})
+    if mod is not None:
+        cells.append({'cell_type': 'markdown', 'id': 'api-link', 'metadata': {}, 'source': f'---\n\nEverything this notebook exports, on one page: [`{mod.__name__}`]({api_page}).'})  # a URL: mkdocs doesn't rewrite links in notebooks
+    nb['cells'] = cells
+    return nb, documented
+
+def page_api(mod, nb_name:str)->str:
+    "One module's API: every public function and class in `__all__`, with methods."
+    out = [f'# {mod.__name__}', '', (inspect.getdoc(mod) or '').split('\n\n')[0], '',
+           f'Built, explained and tested in the notebook [{nb_name}](../{nb_name}.ipynb).', '']
+    for n in getattr(mod, '__all__', []):
+        obj = getattr(mod, n, None)
+        if not (inspect.isfunction(obj) or inspect.isclass(obj)): continue
+        out.append(show_doc_md(obj, n, level=2))
+        if inspect.isclass(obj): out.append(methods_md(obj, n))
+    return '\n'.join(out)
+
+def readme_page()->str:
+    "The README, its links to notebooks pointed at their pages, and links to other repository files at GitHub."
+    txt = (ROOT/'README.md').read_text()
+    txt = re.sub(r'^<!--.*?-->\n+', '', txt, flags=re.S)
+    txt = re.sub(r'\]\(nbs/([^)]+\.ipynb)\)', r'](\1)', txt)
+    return re.sub(r'\]\((?!https?://|#|[^)]+\.ipynb\))([^)]+)\)', lambda m: f']({REPO}/{m[1]})', txt)
+
+def fix_toc(page:Path):
+    "Point a notebook page's table of contents at its headings' ids."
+    # mkdocs-jupyter builds the table of contents with Python-Markdown's slugs and the page with nbconvert's, which
+    # differ for headings with code in them (`LoRALinear` is '_1' in one and 'loralinear' in the other). Both list the
+    # same headings in the same order, so the n-th entry of the contents is the n-th heading of the article.
+    html = page.read_text()
+    art = html[html.find('<article'):html.find('</article>')]
+    heads = re.findall(r'<h([1-6]) id="([^"]+)"', art)
+    toc = list(dict.fromkeys(re.findall(r'<a href="#([^"]*)" class="md-nav__link">', html)))
+    heads = [i for lvl, i in heads if len(heads) == len(toc) or lvl != '1']  # the page's title may stay out of it
+    if len(toc) != len(heads): sys.exit(f'build_docs: {page}: {len(toc)} entries in the contents, {len(heads)} headings')
+    fix = {t: h for t, h in zip(toc, heads) if t != h}
+    html = re.sub(r'href="#([^"]*)" class="md-nav__link"', lambda m: f'href="#{fix.get(m[1], m[1])}" class="md-nav__link"', html)
+    page.write_text(html)
+
+MKDOCS = """site_name: lorakit
+site_description: A literate PyTorch library for LoRA and QLoRA fine-tuning
+docs_dir: docs
+theme:
+  name: material
+  font: false          # Material fetches Google Fonts by default; the site must work offline
+  features: [navigation.top, search.highlight, content.code.copy]
+plugins:
+  - search
+  - mkdocs-jupyter:
+      include_source: true
+      ignore_h1_titles: false
+      execute: false
+      allow_errors: false
+      include_requirejs: false
+markdown_extensions:
+  - tables
+  - admonition
+  - toc: {permalink: true}
+  - pymdownx.highlight
+  - pymdownx.superfences
+validation:
+  links: {not_found: warn, anchors: warn, unrecognized_links: warn}
+"""
+
+def build(out:Path=SITE, strict:bool=True):
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault('NO_MKDOCS_2_WARNING', '1')
+    os.environ.setdefault('MPLBACKEND', 'Agg')
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp); docs = tmp/'docs'; (docs/'api').mkdir(parents=True)
+        (docs/'index.md').write_text(readme_page())
+        nav_nbs, nav_api = [], []
+        for p in notebooks():
+            nb = json.loads(p.read_text())
+            exp = next((directives(''.join(c['source'])).get('default_exp') for c in nb['cells'] if c['cell_type'] == 'code' and 'default_exp' in directives(''.join(c['source']))), None)
+            mod = importlib.import_module(f'lorakit.{exp}') if exp else None
+            page, _ = page_nb(p, mod, f'../api/{exp}/')
+            (docs/p.name).write_text(json.dumps(page, indent=1))
+            nav_nbs.append({f'{p.stem.split("_")[0]} {title(nb, p.stem)}': p.name})
+            if mod is not None:
+                (docs/'api'/f'{exp}.md').write_text(page_api(mod, p.stem))
+                nav_api.append({f'lorakit.{exp}': f'api/{exp}.md'})
+        import yaml
+        cfg = yaml.safe_load(MKDOCS)
+        cfg['nav'] = [{'Home': 'index.md'}, {'Notebooks': nav_nbs}, {'API': nav_api}]
+        (tmp/'mkdocs.yml').write_text(yaml.safe_dump(cfg, sort_keys=False))
+        staged = tmp/'site'
+        cmd = [sys.executable, '-m', 'mkdocs', 'build', '-q', '-f', str(tmp/'mkdocs.yml'), '-d', str(staged)] + (['--strict'] if strict else [])
+        r = subprocess.run(cmd, cwd=tmp)
+        if r.returncode: sys.exit(f'build_docs: mkdocs build failed (exit {r.returncode}); the messages above name the page')
+        for p in notebooks(): fix_toc(staged/p.stem/'index.html')
+        # _site is replaced only by a complete build
+        old = out.with_name(out.name + '.old')
+        if out.exists(): out.rename(old)
+        shutil.move(str(staged), out)
+        if old.exists(): shutil.rmtree(old)
+    n = sum(1 for _ in out.rglob('*.html'))
+    print(f'build_docs: wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}/ ({n} pages: README, {len(nav_nbs)} notebooks, {len(nav_api)} API pages)')
+
+if __name__ == '__main__':
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--out', type=Path, default=SITE, help='where to write the site (default: _site/)')
+    ap.add_argument('--no-strict', action='store_true', help="don't stop at mkdocs warnings (broken links, say)")
+    a = ap.parse_args()
+    build(a.out.resolve(), strict=not a.no_strict)

@@ -1,0 +1,119 @@
+#!/usr/bin/env python
+"""Open every page of the built docs site in headless Chromium and check what a reader would see.
+
+    python tools/build_docs.py && python tools/check_site.py
+
+For each page it checks that the page loads without a console error, a page error or a failed request (the site
+must work offline), that every image has rendered (natural width > 0), and that every notebook page shows as many
+images as its notebook holds. It checks that every link within the site leads to a page that exists, and, where the
+link names an anchor, to an element with that id. Then it types exported symbols into the search box and checks
+that the results name them. It writes two screenshots, of the landing page and of a notebook page, to
+`_site/screenshots/`. It uses Debian's Chromium (`apt-get install chromium`) through Playwright, and downloads nothing.
+"""
+import argparse, functools, http.server, json, os, shutil, sys, threading
+from pathlib import Path
+from urllib.parse import urljoin, urldefrag, urlparse
+
+ROOT = Path(__file__).resolve().parent.parent
+SITE = ROOT/'_site'
+CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+                 '--disable-component-update', '--disable-sync']
+SEARCHES = ['TrainConfig', 'quantize_nf4', 'load_tokenizer']  # exported symbols from three notebooks
+
+def find_chromium():
+    for c in (os.environ.get('CHROMIUM'), '/usr/bin/chromium', shutil.which('chromium'), shutil.which('chromium-browser')):
+        if c and Path(c).exists(): return c
+
+def serve(root:Path):
+    "A quiet HTTP server for `root` on a free localhost port, in a thread; returns (server, base url)."
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *a): pass
+    srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), functools.partial(Quiet, directory=str(root)))
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, f'http://127.0.0.1:{srv.server_address[1]}/'
+
+def pages(site:Path)->list:
+    "Site-relative URLs of every page, the landing page first."
+    urls = sorted(p.relative_to(site).as_posix() for p in site.rglob('*.html') if p.name != '404.html')
+    urls = [u[:-len('index.html')] if u.endswith('index.html') else u for u in urls]
+    return sorted(urls, key=lambda u: (u != '', u))
+
+def nb_images(site_url:str)->int | None:
+    "Image outputs in the notebook behind a notebook page (None for other pages)."
+    nb = ROOT/'nbs'/f"{site_url.strip('/')}.ipynb"
+    if '/' in site_url.strip('/') or not nb.exists(): return None
+    cells = json.loads(nb.read_text())['cells']
+    skip = lambda c: any(l.startswith('#|') and l[2:].split()[:1] == ['hide'] for l in ''.join(c['source']).splitlines())
+    return sum(1 for c in cells if c['cell_type'] == 'code' and not skip(c)
+               for o in c.get('outputs', []) if any(k.startswith('image/') for k in o.get('data', {})))
+
+def check(site:Path=SITE, shots:Path=None)->list:
+    from playwright.sync_api import sync_playwright
+    shots = shots or site/'screenshots'
+    problems, ids, links = [], {}, []
+    srv, base = serve(site)
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=find_chromium(), args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={'width': 1280, 'height': 900})
+            errs = []
+            page.on('console', lambda m: m.type == 'error' and errs.append(f'console: {m.text}'))
+            page.on('pageerror', lambda e: errs.append(f'page error: {e}'))
+            page.on('requestfailed', lambda r: errs.append(f'request failed: {r.url} ({r.failure})'))
+            urls = pages(site)
+            for u in urls:
+                errs.clear()
+                resp = page.goto(base + u, wait_until='load')
+                if resp is None or resp.status != 200: problems.append(f'{u or "/"}: HTTP {resp.status if resp else "no response"}')
+                page.wait_for_timeout(100)  # let scripts run that the load event doesn't wait for
+                problems += [f'{u or "/"}: {e}' for e in errs]
+                imgs = page.eval_on_selector_all('img', 'els => els.map(i => [i.currentSrc.slice(0, 80), i.complete && i.naturalWidth > 0])')
+                problems += [f'{u or "/"}: image did not render: {src}' for src, ok in imgs if not ok]
+                want = nb_images(u)
+                if want is not None:
+                    got = page.eval_on_selector_all('.jp-OutputArea img', 'els => els.filter(i => i.naturalWidth > 0).length')
+                    if got != want: problems.append(f'{u}: shows {got} output images, the notebook holds {want}')
+                ids[u] = set(page.eval_on_selector_all('[id]', 'els => els.map(e => e.id)'))
+                for href in page.eval_on_selector_all('a[href]', 'els => els.map(a => a.href)'):
+                    if href.startswith(base): links.append((u, href))
+            # internal links: the page exists, and so does the anchor
+            known = {base + u for u in urls}
+            for src, href in sorted(set(links)):
+                target, frag = urldefrag(href)
+                if target.endswith('index.html'): target = target[:-len('index.html')]
+                if target not in known:
+                    path = site/urlparse(target).path.lstrip('/')
+                    if not path.is_file(): problems.append(f'{src or "/"}: link to a missing page: {href}')
+                    continue
+                if frag and frag not in ids[target[len(base):]]: problems.append(f'{src or "/"}: link to a missing anchor: {href}')
+            # search, as a reader types it into the box on the landing page
+            for sym in SEARCHES:
+                page.goto(base, wait_until='load')
+                page.fill('input.md-search__input', sym)
+                try:
+                    page.wait_for_selector(f'.md-search-result__item >> text={sym}', timeout=15_000)
+                except Exception:
+                    got = page.eval_on_selector_all('.md-search-result__item', 'els => els.map(e => e.innerText.slice(0, 60))')
+                    problems.append(f'search for {sym!r} did not find it: results {got[:3]}')
+            shots.mkdir(parents=True, exist_ok=True)
+            page.goto(base, wait_until='load'); page.screenshot(path=shots/'index.png')
+            page.goto(base + '07_train/', wait_until='load'); page.screenshot(path=shots/'07_train.png', full_page=False)
+            page.evaluate("document.querySelector('.jp-OutputArea img').scrollIntoView()")
+            page.screenshot(path=shots/'07_train_curves.png')
+            browser.close()
+    finally: srv.shutdown()
+    print(f'check_site: {len(urls)} pages, {len(set(links))} internal links, {len(SEARCHES)} searches; screenshots in {shots}')
+    return problems
+
+if __name__ == '__main__':
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--site', type=Path, default=SITE)
+    a = ap.parse_args()
+    if not (a.site/'index.html').exists(): sys.exit(f'check_site: no site at {a.site}: run python tools/build_docs.py first')
+    if not find_chromium():
+        print('check_site: SKIPPED: no Chromium on this machine (apt-get install chromium, or set CHROMIUM=/path/to/it)')
+        sys.exit(0)
+    problems = check(a.site.resolve())
+    for p in problems: print('check_site:', p)
+    print(f'check_site: {"FAILED, " + str(len(problems)) + " problems" if problems else "all pages passed"}')
+    sys.exit(1 if problems else 0)
