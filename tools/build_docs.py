@@ -100,6 +100,7 @@ def page_nb(nb_path:Path, mod, api_page:str)->tuple:
         if c['cell_type'] == 'code':
             c = dict(c, source=strip_directives(src), execution_count=None)
             if not c['source'] and not c.get('outputs'): continue
+        if c['cell_type'] == 'markdown': c = dict(c, source=tex_to_mathml(src))
         cells.append(dict(c, metadata={}))
         if c['cell_type'] == 'code' and mod is not None and ('export' in d or 'exports' in d):
             for n in exported_names(src):
@@ -129,7 +130,7 @@ def readme_page()->str:
     txt = (ROOT/'README.md').read_text()
     txt = re.sub(r'^<!--.*?-->\n+', '', txt, flags=re.S)
     txt = re.sub(r'\]\(nbs/([^)]+\.ipynb)\)', r'](\1)', txt)
-    return re.sub(r'\]\((?!https?://|#|[^)]+\.ipynb\))([^)]+)\)', lambda m: f']({REPO}/{m[1]})', txt)
+    return tex_to_mathml(re.sub(r'\]\((?!https?://|#|[^)]+\.ipynb\))([^)]+)\)', lambda m: f']({REPO}/{m[1]})', txt))
 
 def fix_toc(page:Path):
     "Point a notebook page's table of contents at its headings' ids."
@@ -145,6 +146,18 @@ def fix_toc(page:Path):
     fix = {t: h for t, h in zip(toc, heads) if t != h}
     html = re.sub(r'href="#([^"]*)" class="md-nav__link"', lambda m: f'href="#{fix.get(m[1], m[1])}" class="md-nav__link"', html)
     page.write_text(html)
+
+_CODE = re.compile(r'(```.*?```|`[^`\n]*`)', re.S)
+_MATH = re.compile(r'\$\$(.+?)\$\$|(?<![\\$\w])\$(?=\S)([^$\n]+?)(?<=\S)\$(?![\w$])', re.S)
+
+def tex_to_mathml(md:str)->str:
+    "The $...$ and $$...$$ of a markdown cell as MathML, which browsers draw themselves: no MathJax to fetch. Code is left alone."
+    from latex2mathml.converter import convert
+    def one(m):
+        try: return convert(m[1], display='block') if m[1] is not None else convert(m[2])
+        except Exception as e: sys.exit(f'build_docs: latex2mathml cannot convert {m[0]!r} ({e}); simplify the TeX')
+    parts = _CODE.split(md)  # odd items are code spans and fences
+    return ''.join(p if i % 2 else _MATH.sub(one, p) for i, p in enumerate(parts))
 
 MKDOCS = """site_name: lorakit
 site_description: A literate PyTorch library for LoRA and QLoRA fine-tuning

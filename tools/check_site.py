@@ -4,8 +4,8 @@
     python tools/build_docs.py && python tools/check_site.py
 
 For each page it checks that the page loads without a console error, a page error or a failed request (the site
-must work offline), that every image has rendered (natural width > 0), and that every notebook page shows as many
-images as its notebook holds. It checks that every link within the site leads to a page that exists, and, where the
+must work offline), that every image has rendered (natural width > 0), that every notebook page shows as many
+images as its notebook holds, and that no TeX is left as text outside code. It checks that every link within the site leads to a page that exists, and, where the
 link names an anchor, to an element with that id. Then it types exported symbols into the search box and checks
 that the results name them. It writes two screenshots, of the landing page and of a notebook page, to
 `_site/screenshots/`. It uses Debian's Chromium (`apt-get install chromium`) through Playwright, and downloads nothing.
@@ -73,6 +73,10 @@ def check(site:Path=SITE, shots:Path=None)->list:
                 if want is not None:
                     got = page.eval_on_selector_all('.jp-OutputArea img', 'els => els.filter(i => i.naturalWidth > 0).length')
                     if got != want: problems.append(f'{u}: shows {got} output images, the notebook holds {want}')
+                tex = page.evaluate(r"""() => { const a = document.querySelector('article'); if (!a) return [];
+                    const c = a.cloneNode(true); c.querySelectorAll('pre, code').forEach(e => e.remove());
+                    return c.textContent.match(/\$[^$\n]*\\[a-zA-Z]+[^$\n]*\$/g) || []; }""")
+                problems += [f'{u or "/"}: TeX shown as text, not drawn: {t[:60]}' for t in tex]
                 ids[u] = set(page.eval_on_selector_all('[id]', 'els => els.map(e => e.id)'))
                 for href in page.eval_on_selector_all('a[href]', 'els => els.map(a => a.href)'):
                     if href.startswith(base): links.append((u, href))
