@@ -59,13 +59,13 @@ def check(site:Path=SITE, shots:Path=None)->list:
             errs = []
             page.on('console', lambda m: m.type == 'error' and errs.append(f'console: {m.text}'))
             page.on('pageerror', lambda e: errs.append(f'page error: {e}'))
-            page.on('requestfailed', lambda r: errs.append(f'request failed: {r.url} ({r.failure})'))
+            # ERR_ABORTED is a request cut off by leaving the page (the search worker, still loading), not a missing file
+            page.on('requestfailed', lambda r: 'ERR_ABORTED' not in (r.failure or '') and errs.append(f'request failed: {r.url} ({r.failure})'))
             urls = pages(site)
             for u in urls:
                 errs.clear()
-                resp = page.goto(base + u, wait_until='load')
+                resp = page.goto(base + u, wait_until='networkidle')
                 if resp is None or resp.status != 200: problems.append(f'{u or "/"}: HTTP {resp.status if resp else "no response"}')
-                page.wait_for_timeout(100)  # let scripts run that the load event doesn't wait for
                 problems += [f'{u or "/"}: {e}' for e in errs]
                 imgs = page.eval_on_selector_all('img', 'els => els.map(i => [i.currentSrc.slice(0, 80), i.complete && i.naturalWidth > 0])')
                 problems += [f'{u or "/"}: image did not render: {src}' for src, ok in imgs if not ok]
