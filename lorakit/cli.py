@@ -270,7 +270,8 @@ def pretrain_cli(argv:list[str]|None=None): # the arguments; default: the comman
 
 # %% ../nbs/99_cli.ipynb #8f8f1f87
 _NOT_PROXY = ('out', 'steps', 'bs', 'seq_len', 'grad_accum', 'eval_every', 'eval_batches', 'samples', 'save_every', 'seed', 'fsdp', 'cpu_offload', 'dist_timeout',
-              'chat', 'all_tokens', 'pack', 'on_bad')  # the proxy task is text (12_nudge's LMProxy): a chat job's flags would do nothing there
+              'chat', 'all_tokens', 'pack', 'on_bad',  # the proxy task is text (12_nudge's LMProxy): a chat job's flags would do nothing there
+              'compile')  # a proxy run takes seconds: compiling would cost more than it saves
 
 def nudge_parser()->argparse.ArgumentParser:
     "The flags of `lorakit-nudge`: the job's (those of `lorakit-train` that shape learning), the proxy's, and the nudge's."

@@ -116,6 +116,7 @@ def _setup(cfg:TrainConfig, resume:bool, overwrite:bool, log=print):
         model = Llama.from_pretrained(d, dtype=job_dtype(cfg.dtype, dev), device=dev, quantize=cfg.quant == 'nf4')
         add_lora(model, **lora)
         if cfg.grad_ckpt: grad_checkpointing(model)
+        if cfg.compile != 'off': compile_layers(model, 'inductor' if cfg.compile == 'on' else cfg.compile)
     sh = lm_data(shakespeare(), tok, cfg.seq_len, valid_pct=0.05) if cfg.model is None else None
     return d, model, tok, docs, data, sh, group
 

@@ -16,13 +16,18 @@ from .pretrain import lr_at, evaluate_lm, base_path
 
 # %% auto #0
 __all__ = ['RUN_FILES', 'TrainConfig', 'job_docs', 'job_dtype', 'one_cycle_lr', 'lr_schedule', 'lm_loss', 'span',
-           'backward_tokens', 'grad_checkpointing', 'Progress', 'rng_state', 'set_rng_state', 'fingerprint',
-           'save_checkpoint', 'read_checkpoint', 'load_checkpoint', 'FileCheckpoint', 'OneProcess', 'prepare_run_dir',
-           'TrainingStopped', 'stop_on_sigint', 'LoopState', 'Callback', 'NonFiniteError', 'train', 'plot_history',
-           'sample_text']
+           'backward_tokens', 'grad_checkpointing', 'compile_layers', 'Progress', 'rng_state', 'set_rng_state',
+           'fingerprint', 'save_checkpoint', 'read_checkpoint', 'load_checkpoint', 'FileCheckpoint', 'OneProcess',
+           'prepare_run_dir', 'TrainingStopped', 'stop_on_sigint', 'LoopState', 'Callback', 'NonFiniteError', 'train',
+           'plot_history', 'sample_text']
 
 # %% ../nbs/07_train.ipynb #8ea25d67
 _quants, _schedules, _losses = ('nf4', 'none'), ('cosine', 'onecycle'), ('auto', 'chunked', 'plain')
+
+def _compile_backends()->list:
+    "The backends torch.compile accepts, debugging ones (aot_eager) included."
+    import torch._dynamo
+    return torch._dynamo.list_backends(exclude_tags=())
 
 @dataclass
 class TrainConfig:
@@ -51,6 +56,7 @@ class TrainConfig:
     clip:float=1.0 # clip the total gradient norm to this
     weight_decay:float=0.0 # AdamW's weight decay
     grad_ckpt:bool=False # recompute activations in backward, for memory
+    compile:str='off' # 'on': each decoder layer under torch.compile (inductor), for faster steps after a compile of seconds to a minute; or the name of another torch.compile backend
     loss:str='auto' # 'chunked' (never holds the full logits), 'plain', or 'auto': chunked where the vocabulary is over twice the hidden size (10_memory; the job picks it, `train` takes a `loss_fn`)
     autocast:bool|None=None # bf16 autocast; None: on for a GPU that supports bf16
     eval_every:int|None=None # validate every this many steps; None: five times a run (only at the end of a run under 25 steps)
@@ -86,6 +92,9 @@ def _check_config(c:TrainConfig):
     check_arg('--on-bad', c.on_bad, c.on_bad in ('stop', 'skip'), "'stop' or 'skip'")
     check_arg('--dist-timeout', c.dist_timeout, _is_num(c.dist_timeout) and c.dist_timeout > 0, 'a number of seconds > 0')
     if c.cpu_offload and not c.fsdp: raise ValueError("--cpu-offload offloads the shards of a sharded run: add --fsdp (under torchrun), or leave it off")
+    check_arg('--compile', c.compile, isinstance(c.compile, str) and (c.compile in ('on', 'off') or c.compile in _compile_backends()),
+              "'on', 'off', or a torch.compile backend (torch._dynamo.list_backends())")
+    if c.compile != 'off' and c.fsdp: raise ValueError("--compile doesn't work with --fsdp yet: leave one of them off")
     if c.dtype != 'auto': get_dtype(c.dtype)  # raises, naming the dtypes it knows
 
 # %% ../nbs/07_train.ipynb #415aeada
@@ -166,6 +175,16 @@ def grad_checkpointing(model:Llama, on:bool=True)->Llama:
     "Recompute each decoder layer's activations in backward instead of keeping them (non-reentrant); `on=False` undoes it."
     if not hasattr(model, 'grad_ckpt'): raise ValueError(f"{type(model).__name__} has no grad_ckpt switch: gradient checkpointing here works on lorakit's Llama")
     model.grad_ckpt = on
+    return model
+
+# %% ../nbs/07_train.ipynb #2b44dcb7
+def compile_layers(model:Llama, # lorakit's Llama (or a model with its `model.layers`)
+                   backend:str='inductor', # a torch.compile backend: inductor generates fused code; aot_eager only traces
+                  )->Llama:
+    "Put each decoder layer of `model` under `torch.compile`, in place: the same maths, with elementwise work fused."
+    layers = getattr(getattr(model, 'model', None), 'layers', None)
+    if layers is None: raise ValueError(f"{type(model).__name__} has no model.layers: compile_layers compiles the decoder layers of lorakit's Llama")
+    for layer in layers: layer.compile(backend=backend)
     return model
 
 # %% ../nbs/07_train.ipynb #f95817a3

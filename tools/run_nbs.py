@@ -8,10 +8,11 @@
 The notebooks are committed with their outputs, so that a reader on GitHub sees the tables, plots and messages the
 prose talks about. A run goes through `nbdev-test --save`, so cells flagged `cuda`, `slow` and the rest are skipped
 as in the tests, and a notebook is written back only if every cell succeeded. `nbs/.executed.json` records, for each
-notebook, a hash of its code and which cells gave output; `--check` compares the notebooks against it, so a notebook
+notebook, a hash of its code and which cells gave output; temporary directories and the site-packages path are
+written the same way at every run, so that a re-run changes few lines; `--check` compares the notebooks against it, so a notebook
 edited and not run again, or committed with its outputs cleared, is named.
 """
-import argparse, hashlib, json, os, subprocess, sys
+import argparse, hashlib, json, os, re, subprocess, sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,6 +56,23 @@ def check()->list:
         problems += [f'{rel}: {e}' for e in errors(nb)]
     return problems
 
+# Names that change at every run or from machine to machine, as they appear in outputs, and what a reader sees instead
+_UNSTABLE = [(re.compile(r'/tmp/tmp[A-Za-z0-9_]{8}'), '/tmp/tmpdir'),  # tempfile.mkdtemp's random names
+             (re.compile(r'[^\s\'"(]*/site-packages/'), '.../site-packages/')]  # where this Python's packages are installed
+
+def stabilise(p:Path):
+    "Rewrite the unstable names in the text outputs of the notebook at `p`."
+    nb = json.loads(p.read_text())
+    def fix(t): 
+        for rx, to in _UNSTABLE: t = rx.sub(to, t)
+        return t
+    for c in code_cells(nb):
+        for o in c.get('outputs', []):
+            if 'text' in o: o['text'] = [fix(l) for l in o['text']]
+            for k in ('text/plain', 'text/markdown', 'text/html'):
+                if k in o.get('data', {}): o['data'][k] = [fix(l) for l in o['data'][k]]
+    p.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + '\n')
+
 def run(paths:list):
     # no progress bars from transformers or tqdm: they hold this machine's speed, and they'd change at every run
     env = dict(os.environ, PYTHONHASHSEED='0', MPLBACKEND='Agg', HF_HUB_DISABLE_PROGRESS_BARS='1', TQDM_DISABLE='1')
@@ -62,6 +80,8 @@ def run(paths:list):
     for p in paths:  # one at a time: each notebook uses every core through torch
         print(f'run_nbs: {p.relative_to(ROOT)}', flush=True)
         if subprocess.run(['nbdev-test', str(p), '--save'], cwd=ROOT, env=env).returncode: failed.append(p.name)
+    for p in paths:
+        if p.name not in failed: stabilise(p)
     subprocess.run(['nbdev-clean'], cwd=ROOT, check=True)
     rec = json.loads(RECORD.read_text()) if RECORD.exists() else {}
     for p in paths:  # nbdev-test writes a notebook back only if all of it ran: a failed one keeps its old outputs and record
