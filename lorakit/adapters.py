@@ -7,6 +7,7 @@ from __future__ import annotations
 import json, shutil, warnings
 from pathlib import Path
 import torch, torch.nn as nn
+from safetensors import safe_open
 from safetensors.torch import save_file, load_file
 from .core import *
 from .inject import add_lora, lora_modules, lora_state_dict, unload_lora
@@ -20,7 +21,7 @@ __all__ = ['TOKENIZER_FILES', 'base_quantization', 'adapter_config', 'save_adapt
 
 # %% ../nbs/08_adapters.ipynb #8095d130
 def base_quantization(model:nn.Module)->dict|None:
-    "How the base of `model` was quantized to NF4, as `adapter_config` records it; None for a full-precision base."
+    "How the base of `model` was quantized to NF4, as `save_adapter` records it; None for a full-precision base."
     nf4 = {n.removesuffix('.base'): m for n, m in model.named_modules() if isinstance(m, NF4Linear)}
     if not nf4: return None
     # read from each layer's settings (meta: shape, dtype, blocksize, nested_blocksize), not its tensors, which a sharded model (11_fsdp) holds in pieces
@@ -33,7 +34,7 @@ def base_quantization(model:nn.Module)->dict|None:
 _prefix = 'base_model.model.'
 
 def adapter_config(model:nn.Module, base_model_name_or_path:str|None=None)->dict:
-    "The `adapter_config.json` PEFT needs to rebuild the LoRA layers of `model`, with how its base was quantized."
+    "The `adapter_config.json` PEFT needs to rebuild the LoRA layers of `model`: PEFT's own keys, and no others."
     mods = lora_modules(model)
     if not mods: raise ValueError("model has no LoRA layers: call add_lora first")
     hp = {(m.r, m.alpha, m.rslora) for m in mods.values()}
@@ -43,7 +44,6 @@ def adapter_config(model:nn.Module, base_model_name_or_path:str|None=None)->dict
     cfg = dict(peft_type='LORA', task_type='CAUSAL_LM', r=r, lora_alpha=alpha, use_rslora=rslora,
                lora_dropout=getattr(p, 'p', 0.0), target_modules=sorted(mods), bias='none', fan_in_fan_out=False,
                inference_mode=True, base_model_name_or_path=base_model_name_or_path)
-    if (q := base_quantization(model)) is not None: cfg['lorakit'] = {'base_quantization': q}
     return cfg
 
 # %% ../nbs/08_adapters.ipynb #b16e137b
@@ -53,12 +53,13 @@ def save_adapter(model:nn.Module, # a model with LoRA layers
                  overwrite:bool=False, # replace `path` if it holds files
                  weights:dict|None=None, # the LoRA weights to write, keyed as `lora_state_dict` keys them; default: `model`'s own (11_fsdp passes those it gathered from the shards)
                 )->Path:
-    "Write the LoRA weights of `model` in PEFT's format: `adapter_model.safetensors` and `adapter_config.json`."
-    cfg = adapter_config(model, base_model_name_or_path)
+    "Write the LoRA weights of `model` in PEFT's format: `adapter_model.safetensors` (with how the base was quantized) and `adapter_config.json`."
+    cfg, q = adapter_config(model, base_model_name_or_path), base_quantization(model)
+    meta = {'format': 'pt'} | ({'lorakit': json.dumps({'base_quantization': q})} if q is not None else {})
     weights = lora_state_dict(model) if weights is None else weights
     sd = {f'{_prefix}{n}.lora_{k}.weight': weights[f'{n}.{k}'].detach().contiguous().cpu() for n in lora_modules(model) for k in 'AB'}
     with atomic_dir(path, overwrite) as d:
-        save_file(sd, d/'adapter_model.safetensors', metadata={'format': 'pt'})
+        save_file(sd, d/'adapter_model.safetensors', metadata=meta)
         (d/'adapter_config.json').write_text(json.dumps(cfg, indent=2))
     return Path(path)
 
@@ -68,7 +69,7 @@ _plain = {'use_dora': (False, None), 'fan_in_fan_out': (False, None), 'lora_bias
           'layer_replication': (None, [])}  # PEFT options, and the values that leave LoRA plain
 
 def _read_config(d:Path)->dict:
-    "The adapter config in `d`, refused if it asks for something lorakit's LoRA can't compute."
+    "The adapter config in `d`, with lorakit's record of the base from the weights' metadata; refused if it asks for something lorakit's LoRA can't compute."
     for f in ('adapter_config.json', 'adapter_model.safetensors'):
         if not (d/f).exists(): raise FileNotFoundError(f"no {f} in {d}: an adapter directory holds adapter_config.json and adapter_model.safetensors")
     try: cfg = json.loads((d/'adapter_config.json').read_text())
@@ -77,6 +78,8 @@ def _read_config(d:Path)->dict:
     if missing := [k for k in ('r', 'lora_alpha') if k not in cfg]: raise ValueError(f"{d/'adapter_config.json'} has no {missing}: it is incomplete")
     if bad := [f"{k}={cfg[k]!r}" for k, ok in _plain.items() if k in cfg and cfg[k] not in ok]:
         raise ValueError(f"{d} is an adapter with {', '.join(bad)}, which lorakit doesn't implement: it loads plain LoRA and rsLoRA adapters")
+    with safe_open(d/'adapter_model.safetensors', 'pt') as f: meta = f.metadata() or {}  # the header only
+    if 'lorakit' in meta: cfg['lorakit'] = json.loads(meta['lorakit'])  # else an older lorakit adapter's config entry, or none (PEFT's)
     return cfg
 
 def _read_adapter(d:Path)->tuple[dict, dict]:

@@ -8,8 +8,8 @@
 The notebooks are committed with their outputs, so that a reader on GitHub sees the tables, plots and messages the
 prose talks about. A run goes through `nbdev-test --save`, so cells flagged `cuda`, `slow` and the rest are skipped
 as in the tests, and a notebook is written back only if every cell succeeded. `nbs/.executed.json` records, for each
-notebook, a hash of its code and which cells gave output; temporary directories and the site-packages path are
-written the same way at every run, so that a re-run changes few lines; `--check` compares the notebooks against it, so a notebook
+notebook, a hash of its code and which cells gave output; temporary directories, process ids and the paths of the
+clone and of site-packages are written the same way at every run, so that a re-run changes few lines; `--check` compares the notebooks against it, so a notebook
 edited and not run again, or committed with its outputs cleared, is named.
 """
 import argparse, hashlib, json, os, re, subprocess, sys
@@ -58,7 +58,9 @@ def check()->list:
 
 # Names that change at every run or from machine to machine, as they appear in outputs, and what a reader sees instead
 _UNSTABLE = [(re.compile(r'/tmp/tmp[A-Za-z0-9_]{8}'), '/tmp/tmpdir'),  # tempfile.mkdtemp's random names
-             (re.compile(r'[^\s\'"(]*/site-packages/'), '.../site-packages/')]  # where this Python's packages are installed
+             (re.compile(r'[^\s\'"(]*/site-packages/'), '.../site-packages/'),  # where this Python's packages are installed
+             (re.compile(re.escape(str(ROOT)) + '/'), ''),  # where this clone is
+             (re.compile(r'\(pid: \d+\)'), '(pid: ...)')]  # process ids, in torchrun's reports
 
 def stabilise(p:Path):
     "Rewrite the unstable names in the text outputs of the notebook at `p`."
