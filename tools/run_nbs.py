@@ -9,7 +9,8 @@ The notebooks are committed with their outputs, so that a reader on GitHub sees 
 prose talks about. A run goes through `nbdev-test --save`, so cells flagged `cuda`, `slow` and the rest are skipped
 as in the tests, and a notebook is written back only if every cell succeeded. `nbs/.executed.json` records, for each
 notebook, a hash of its code and which cells gave output; temporary directories, process ids and the paths of the
-clone and of site-packages are written the same way at every run, so that a re-run changes few lines; `--check` compares the notebooks against it, so a notebook
+clone and of site-packages are written the same way at every run, and a log line bitsandbytes prints only on some CPUs
+is dropped, so that a re-run changes few lines; `--check` compares the notebooks against it, so a notebook
 edited and not run again, or committed with its outputs cleared, is named.
 """
 import argparse, hashlib, json, os, re, subprocess, sys
@@ -62,14 +63,20 @@ _UNSTABLE = [(re.compile(r'/tmp/tmp[A-Za-z0-9_]{8}'), '/tmp/tmpdir'),  # tempfil
              (re.compile(re.escape(str(ROOT)) + '/'), ''),  # where this clone is
              (re.compile(r'\(pid: \d+\)'), '(pid: ...)')]  # process ids, in torchrun's reports
 
+# Lines a dependency logs to stderr on some machines and not others, about the machine rather than the notebook
+_NOISE = re.compile(r'^Failed to load CPU gemm_4bit_forward from kernels-community.*\n?', re.M)  # bitsandbytes, on CPUs with AVX512-BF16
+
 def stabilise(p:Path):
-    "Rewrite the unstable names in the text outputs of the notebook at `p`."
+    "Rewrite the unstable names in the text outputs of the notebook at `p`, and drop machine-dependent log lines."
     nb = json.loads(p.read_text())
     def fix(t): 
         for rx, to in _UNSTABLE: t = rx.sub(to, t)
         return t
     for c in code_cells(nb):
         for o in c.get('outputs', []):
+            if o['output_type'] == 'stream' and o['name'] == 'stderr': o['text'] = _NOISE.sub('', ''.join(o['text'])).splitlines(keepends=True)
+        c['outputs'] = [o for o in c.get('outputs', []) if not (o['output_type'] == 'stream' and not ''.join(o['text']).strip())]
+        for o in c['outputs']:
             if 'text' in o: o['text'] = [fix(l) for l in o['text']]
             for k in ('text/plain', 'text/markdown', 'text/html'):
                 if k in o.get('data', {}): o['data'][k] = [fix(l) for l in o['data'][k]]
