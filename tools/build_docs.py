@@ -89,10 +89,10 @@ def methods_md(cls, name:str)->str:
     return '\n'.join(parts)
 
 # ---- the pages ----
-def page_nb(nb_path:Path, mod, api_page:str)->tuple:
+def page_nb(nb_path:Path, mod, api_page:str)->dict:
     "A copy of the notebook for the site: `#| hide` cells out, directives out of the shown code, show_doc after each export."
     nb = json.loads(nb_path.read_text())
-    cells, documented = [], []
+    cells = []
     for c in nb['cells']:
         src = ''.join(c['source'])
         d = directives(src)
@@ -106,13 +106,12 @@ def page_nb(nb_path:Path, mod, api_page:str)->tuple:
             for n in exported_names(src):
                 obj = getattr(mod, n, None)
                 if obj is None: continue
-                documented.append(n)
                 md = show_doc_md(obj, n) + (methods_md(obj, n) if inspect.isclass(obj) else '')
                 cells.append({'cell_type': 'markdown', 'id': f'doc-{n}', 'metadata': {}, 'source': md})
     if mod is not None:
         cells.append({'cell_type': 'markdown', 'id': 'api-link', 'metadata': {}, 'source': f'---\n\nEverything this notebook exports, on one page: [`{mod.__name__}`]({api_page}).'})  # a URL: mkdocs doesn't rewrite links in notebooks
     nb['cells'] = cells
-    return nb, documented
+    return nb
 
 def page_api(mod, nb_name:str)->str:
     "One module's API: every public function and class in `__all__`, with methods."
@@ -184,7 +183,11 @@ validation:
   links: {not_found: warn, anchors: warn, unrecognized_links: warn}
 """
 
+MARK = '.lorakit-site'  # in every built site: a directory without it is not ours to replace
+
 def build(out:Path=SITE, strict:bool=True):
+    if out.exists() and any(out.iterdir()) and not (out/MARK).exists():
+        sys.exit(f'build_docs: {out} holds files that are not a lorakit site; pass another --out, or empty it first')
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault('NO_MKDOCS_2_WARNING', '1')
     os.environ.setdefault('MPLBACKEND', 'Agg')
@@ -196,7 +199,7 @@ def build(out:Path=SITE, strict:bool=True):
             nb = json.loads(p.read_text())
             exp = next((directives(''.join(c['source'])).get('default_exp') for c in nb['cells'] if c['cell_type'] == 'code' and 'default_exp' in directives(''.join(c['source']))), None)
             mod = importlib.import_module(f'lorakit.{exp}') if exp else None
-            page, _ = page_nb(p, mod, f'../api/{exp}/')
+            page = page_nb(p, mod, f'../api/{exp}/')
             (docs/p.name).write_text(json.dumps(page, indent=1))
             nav_nbs.append({f'{p.stem.split("_")[0]} {title(nb, p.stem)}': p.name})
             if mod is not None:
@@ -211,8 +214,10 @@ def build(out:Path=SITE, strict:bool=True):
         r = subprocess.run(cmd, cwd=tmp)
         if r.returncode: sys.exit(f'build_docs: mkdocs build failed (exit {r.returncode}); the messages above name the page')
         for p in notebooks(): fix_toc(staged/p.stem/'index.html')
+        (staged/MARK).write_text('built by tools/build_docs.py\n')
         # _site is replaced only by a complete build
         old = out.with_name(out.name + '.old')
+        if old.exists() and (old/MARK).exists(): shutil.rmtree(old)  # left by a build that was stopped here
         if out.exists(): out.rename(old)
         shutil.move(str(staged), out)
         if old.exists(): shutil.rmtree(old)

@@ -80,7 +80,7 @@ def stabilise(p:Path):
             if 'text' in o: o['text'] = [fix(l) for l in o['text']]
             for k in ('text/plain', 'text/markdown', 'text/html'):
                 if k in o.get('data', {}): o['data'][k] = [fix(l) for l in o['data'][k]]
-    p.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + '\n')
+    tmp = p.with_name(p.name + '.tmp'); tmp.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + '\n'); tmp.replace(p)  # never half a notebook
 
 def run(paths:list):
     # no progress bars from transformers or tqdm: they hold this machine's speed, and they'd change at every run
