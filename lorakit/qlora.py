@@ -4,18 +4,23 @@
 
 # %% ../nbs/04_qlora.ipynb #100d4a1d
 from __future__ import annotations
-import threading, warnings
+import logging, math, threading, warnings
 import torch, torch.nn as nn, torch.nn.functional as F
-import bitsandbytes.functional as bnbF
 from fastcore.basics import patch
 from .core import *
 from .lora import *
 from .inject import *
 from .nf4 import *
 
+# bitsandbytes logs, on import on CPUs with AVX512-BF16, that an optional kernel package is missing:
+# lorakit never calls that kernel, so its users shouldn't be told to install it.
+logging.getLogger('bitsandbytes.backends.cpu.ops').addFilter(
+    lambda r: 'kernels-community' not in r.getMessage())
+import bitsandbytes.functional as bnbF
+
 # %% auto #0
-__all__ = ['bnb_quant_state', 'dequantize_for_matmul', 'NF4Matmul', 'nf4_linear', 'NF4Linear', 'QLoRALinear', 'model_nbytes',
-           'quantize_base', 'merge_to_16bit', 'merge_to_nf4']
+__all__ = ['bnb_quant_state', 'bnb_dequantize', 'dequantize_for_matmul', 'NF4Matmul', 'nf4_linear', 'NF4Linear', 'QLoRALinear',
+           'model_nbytes', 'quantize_base', 'merge_to_16bit', 'merge_to_nf4']
 
 # %% ../nbs/04_qlora.ipynb #871bebf6
 _local = threading.local()
@@ -29,26 +34,62 @@ def _workspace(q:NF4Weight)->torch.Tensor:
 
 def bnb_quant_state(q:NF4Weight)->bnbF.QuantState:
     "bitsandbytes' `QuantState` for `q`, sharing its tensors."
-    dev = q.packed.device
-    nested = dict(offset=q.offset, state2=bnbF.QuantState(absmax=q.nested_absmax, code=code_table('dynamic', dev), blocksize=q.nested_blocksize,
-                                                           dtype=torch.float32)) if q.double_quant else {}
-    return bnbF.QuantState(absmax=q.absmax, shape=q.shape, code=code_table('nf4', dev), blocksize=q.blocksize, quant_type='nf4', dtype=q.dtype, **nested)
+    dev, nested = q.packed.device, {}
+    if q.double_quant:
+        state2 = bnbF.QuantState(absmax=q.nested_absmax, code=code_table('dynamic', dev),
+                                 blocksize=q.nested_blocksize, dtype=torch.float32)
+        nested = dict(offset=q.offset, state2=state2)
+    return bnbF.QuantState(absmax=q.absmax, shape=q.shape, code=code_table('nf4', dev),
+                           blocksize=q.blocksize, quant_type='nf4', dtype=q.dtype, **nested)
+
+# %% ../nbs/04_qlora.ipynb #30d7ef07
+def _block_rows(q:NF4Weight)->torch.Size:
+    "`q`'s values as rows of whole blocks (up to 8192 values a row), or as one row if its last block is short."
+    n, bs = q.numel, q.blocksize
+    if n % bs: return torch.Size([1, n])
+    k = math.gcd(n // bs, max(1, 8192 // bs))  # blocks a row: a power of two that divides the count
+    return torch.Size([n // (bs * k), bs * k])
+
+def bnb_dequantize(q:NF4Weight)->torch.Tensor:
+    "bitsandbytes' dequantize of `q`, handed the codes as rows that no block crosses."
+    st = bnb_quant_state(q)
+    st.shape = _block_rows(q)
+    return bnbF.dequantize_4bit(q.packed[:, None], st).view(q.shape)
+
+# %% ../nbs/04_qlora.ipynb #90c08566
+_agrees = {}
 
 def _bnb_is_faster(q:NF4Weight)->bool:
-    "On CUDA always; on CPU for half-precision or cache-sized weights, if their blocks fit in a row (see 03_nf4)."
+    "On CUDA always; on CPU for half precision or float32 that stays in cache, if whole blocks fill it."
     if q.packed.device.type == 'cuda': return True
-    kernel_ok = len(q.shape) == 2 and q.blocksize <= q.shape[1] and q.shape[1] % 2 == 0
-    return kernel_ok and (q.dtype != torch.float32 or q.numel <= 1 << 22)
+    whole = q.numel % q.blocksize == 0 and q.blocksize < 2048  # else bnb hands over to compiled torch
+    return whole and (q.dtype != torch.float32 or q.numel <= 1 << 22)
+
+def _kind(q:NF4Weight)->tuple:
+    return tuple(q.shape), q.dtype, q.blocksize, q.double_quant, q.packed.device.type
+
+def _bnb_agrees(q:NF4Weight)->bool:
+    "Whether bitsandbytes gives `dequantize_nf4`'s values for weights of `q`'s kind: checked once a kind."
+    k = _kind(q)
+    if k not in _agrees:
+        if torch.compiler.is_compiling(): return False  # no check inside a traced graph: lorakit's own
+        _agrees[k] = torch.equal(bnb_dequantize(q), dequantize_nf4(q))
+        if not _agrees[k]:
+            warnings.warn(f"bitsandbytes' dequantize gives other values than lorakit's for NF4 weights of "
+                          f"shape {k[0]}, {k[1]}, blocksize {k[2]} on this machine: lorakit uses its own "
+                          f"for them (exact, maybe slower)", RuntimeWarning)
+    return _agrees[k]
 
 # %% ../nbs/04_qlora.ipynb #288de2fa
 def dequantize_for_matmul(q:NF4Weight, # the quantized weight
                           dtype:torch.dtype, # the dtype the matmul runs in
                           backend:str='auto', # 'auto', 'torch' (lorakit's, into a workspace) or 'bnb'
                          )->torch.Tensor:
-    "`q`'s weight in `dtype` for a matmul, from the fastest correct kernel. With 'torch' it is a shared workspace: use it at once."
-    if backend not in ('auto', 'torch', 'bnb'): raise ValueError(f"backend must be 'auto', 'torch' or 'bnb', got {backend!r}")
-    if backend == 'bnb' or (backend == 'auto' and _bnb_is_faster(q)):
-        W = bnbF.dequantize_4bit(q.packed[:, None], bnb_quant_state(q))
+    "`q`'s weight in `dtype`, from the fastest exact kernel; with 'torch', a shared workspace: use it at once."
+    if backend not in ('auto', 'torch', 'bnb'):
+        raise ValueError(f"backend must be 'auto', 'torch' or 'bnb', got {backend!r}")
+    if backend == 'bnb' or (backend == 'auto' and _bnb_is_faster(q) and _bnb_agrees(q)):
+        W = bnb_dequantize(q)
     else: W = dequantize_nf4(q, out=_workspace(q))
     return W if W.dtype == dtype else W.to(dtype)
 
