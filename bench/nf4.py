@@ -3,6 +3,7 @@
 
     python bench/nf4.py                      # CPU
     python bench/nf4.py --device cuda        # a GPU, where bitsandbytes has CUDA kernels
+    python bench/nf4.py --dispatch           # the dequantize a QLoRA matmul runs, at real models' shapes
 
 Each case runs lorakit and bitsandbytes in alternation, `--reps` times after a warm-up, and reports
 medians. The machine is shared and noisy: read the ratio column, not the milliseconds. Every lorakit
@@ -13,6 +14,7 @@ import torch
 import bitsandbytes.functional as bnbF
 from lorakit.core import get_device, get_dtype, set_seed
 from lorakit.nf4 import quantize_nf4, dequantize_nf4, dequantize_nf4_ref
+from lorakit.qlora import dequantize_for_matmul, bnb_quant_state
 from _common import bench, table
 
 def cases_for(w, dev):
@@ -32,14 +34,44 @@ def cases_for(w, dev):
             (f'dequantize {dt}, into a reused buffer', lambda: dequantize_nf4(q1, out=buf), lambda: bnbF.dequantize_4bit(packed1, st1)),
             (f'dequantize {dt} (double quant), reused buffer', lambda: dequantize_nf4(q, out=buf), lambda: bnbF.dequantize_4bit(packed, st))]
 
+# (out, in) of every projection of the shipped base (hidden 256) and of SmolLM2-135M (hidden 576)
+SHAPES = {'base': [(256, 256), (128, 256), (688, 256), (256, 688)],
+          'SmolLM2': [(576, 576), (192, 576), (1536, 576), (576, 1536)]}
+
+def dispatch_cases(dev):
+    """`dequantize_for_matmul` (what `NF4Linear` runs) against bitsandbytes handed the weight's own shape, as
+    `Linear4bit` does. lorakit's result is checked against `dequantize_nf4` first; bitsandbytes' is only reported."""
+    cases, wrong = [], []
+    for model, shapes in SHAPES.items():
+        for shape in shapes:
+            for dt in (torch.float32, torch.bfloat16):
+                q = quantize_nf4(torch.randn(shape, device=dev).to(dt), 64, double_quant=True)
+                ref, st = dequantize_nf4(q), bnb_quant_state(q)
+                assert torch.equal(dequantize_for_matmul(q, dt), ref)
+                theirs = lambda q=q, st=st: bnbF.dequantize_4bit(q.packed[:, None], st)
+                if not torch.equal(theirs(), ref): wrong.append(f'{shape[0]}x{shape[1]} {dt}')
+                name = f'{model} {shape[0]}x{shape[1]} {str(dt).removeprefix("torch.")}'
+                cases.append((name, lambda q=q, dt=dt: dequantize_for_matmul(q, dt), theirs))
+    return cases, wrong
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument('--device', default=None); p.add_argument('--size', type=int, default=4096)
     p.add_argument('--reps', type=int, default=9)
+    p.add_argument('--dispatch', action='store_true', help="time dequantize_for_matmul at real models' shapes")
     a = p.parse_args()
     warnings.filterwarnings('ignore')
     dev = get_device(a.device)
     set_seed(0)
+    if a.dispatch:
+        cases, wrong = dispatch_cases(dev)
+        rows = bench(cases, a.reps, dev)
+        print(f"dequantize_for_matmul against bitsandbytes' dequantize_4bit on the weight's own shape, NF4 "
+              f"blocksize 64, double quant, {dev.type}, capability {torch.backends.cpu.get_cpu_capability()}, "
+              f"{a.reps} reps")
+        print(f"bitsandbytes' own-shape call gave other values than lorakit's for: {', '.join(wrong) or 'none'}\n")
+        print(table(rows, 'bnb'))
+        return
     rows = []
     for dt in ('fp32', 'bf16'):
         w = torch.randn(a.size, a.size, device=dev).to(get_dtype(dt))
