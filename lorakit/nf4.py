@@ -17,7 +17,7 @@ __all__ = ['NF4', 'BLOCKSIZES', 'nf4_levels', 'quantize_blockwise', 'dequantize_
 # %% ../nbs/03_nf4.ipynb #8f3c8095
 def nf4_levels(offset:float=0.9677083, # probability of the outermost level
               )->torch.Tensor:
-    "The 16 NF4 levels: 8 positive and 7 negative quantiles of N(0, 1), and zero, scaled to [-1, 1]."
+    "The 16 NF4 levels: 8 positive and 7 negative quantiles of N(0, 1) and zero, scaled to [-1, 1]."
     q = lambda p: torch.special.ndtri(p.double()).float()  # inverse CDF of the standard normal
     pos = q(torch.linspace(offset, 0.5, 9)[:-1])
     neg = -q(torch.linspace(offset, 0.5, 8)[:-1])
@@ -25,10 +25,11 @@ def nf4_levels(offset:float=0.9677083, # probability of the outermost level
     return v / v.max()
 
 # %% ../nbs/03_nf4.ipynb #cbcbe3da
-NF4 = torch.tensor([-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
-                    -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
-                    0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224,
-                    0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0])
+NF4 = torch.tensor([
+    -1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
+    -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
+    0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224,
+    0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0])
 
 # %% ../nbs/03_nf4.ipynb #efbdfc9a
 BLOCKSIZES = (32, 64, 128, 256, 512, 1024, 2048, 4096)
@@ -37,9 +38,10 @@ def quantize_blockwise(x:torch.Tensor, # values to quantize, any shape and float
                        code:torch.Tensor, # sorted float32 levels in [-1, 1]
                        blocksize:int, # values per absmax block
                       )->tuple[torch.Tensor, torch.Tensor]:
-    "Indices into `code` (uint8, flat) of the nearest levels to `x` scaled blockwise, and the float32 absmax of each block."
+    "Flat uint8 indices of the `code` levels nearest `x` scaled blockwise, and the blocks' absmax."
     flat = x.reshape(-1).float()
-    n = flat.numel(); full = n - n % blocksize
+    n = flat.numel()
+    full = n - n % blocksize
     blocks = flat[:full].view(-1, blocksize)
     absmax = blocks.abs().amax(-1)
     scaled = (blocks * (1 / absmax.clamp(min=1e-38))[:, None]).clamp(-1, 1).view(-1)
@@ -50,13 +52,14 @@ def quantize_blockwise(x:torch.Tensor, # values to quantize, any shape and float
     idx = torch.bucketize(scaled, (code[:-1] + code[1:]) / 2)
     return idx.to(torch.uint8), absmax
 
-def dequantize_blockwise(idx:torch.Tensor, absmax:torch.Tensor, code:torch.Tensor, blocksize:int)->torch.Tensor:
-    "Flat float32 values `code[idx]` times their block's `absmax`: the inverse of `quantize_blockwise`, up to rounding."
+def dequantize_blockwise(idx:torch.Tensor, absmax:torch.Tensor, code:torch.Tensor,
+                         blocksize:int)->torch.Tensor:
+    "Flat float32 `code[idx]` times block `absmax`: undoes `quantize_blockwise`, up to rounding."
     return code[idx.long()] * absmax.repeat_interleave(blocksize)[:idx.numel()]
 
 # %% ../nbs/03_nf4.ipynb #c445027d
 def pack_nibbles(idx:torch.Tensor)->torch.Tensor:
-    "Pack 4-bit indices (uint8, flat) two per byte, first in the high nibble; an odd tail is padded with 7, the code of 0."
+    "Pack flat 4-bit indices two a byte, high nibble first, padding an odd tail with 7 (code of 0)."
     if idx.numel() % 2: idx = torch.cat([idx, idx.new_full((1,), 7)])
     return (idx[0::2] << 4) | idx[1::2]
 
@@ -80,7 +83,8 @@ _tables = {}
 def code_table(name:str, # 'nf4' or 'dynamic'
                device='cpu')->torch.Tensor:
     "The NF4 table or the 8-bit dynamic map on `device`, built once and shared."
-    if name not in ('nf4', 'dynamic'): raise ValueError(f"name must be 'nf4' or 'dynamic', got {name!r}")
+    if name not in ('nf4', 'dynamic'):
+        raise ValueError(f"name must be 'nf4' or 'dynamic', got {name!r}")
     key = (name, torch.device(device))
     if key not in _tables: _tables[key] = (NF4 if name == 'nf4' else dynamic_map()).to(device)
     return _tables[key]
@@ -90,13 +94,13 @@ def _dtype_name(dt:torch.dtype)->str: return str(dt).removeprefix('torch.')
 
 @dataclass
 class NF4Weight:
-    "A weight quantized to NF4: packed codes, blockwise scales (optionally double-quantized), and what it was."
+    "A weight in NF4: packed codes, blockwise scales (maybe double-quantized), and what it was."
     packed:torch.Tensor # uint8, two codes per byte, first in the high nibble
-    absmax:torch.Tensor # float32 per block; or uint8 codes into `dynamic_map()` with double quantization
+    absmax:torch.Tensor # float32 per block, or (double-quantized) uint8 codes into `dynamic_map()`
     shape:torch.Size # the original shape
     dtype:torch.dtype # the original dtype, which `dequantize_nf4` gives back
     blocksize:int=64 # values per absmax block
-    nested_absmax:torch.Tensor|None=None # float32 absmax per block of `nested_blocksize` absmax codes
+    nested_absmax:torch.Tensor|None=None # float32 absmax of each `nested_blocksize` absmax codes
     offset:torch.Tensor|None=None # float32 mean subtracted from absmax before its quantization
     nested_blocksize:int=256
 
@@ -107,7 +111,8 @@ class NF4Weight:
     @property
     def nbytes(self)->int:
         "Bytes stored: codes and scales, without the shared code tables."
-        ts = [self.packed, self.absmax] + ([self.nested_absmax, self.offset] if self.double_quant else [])
+        ts = [self.packed, self.absmax]
+        if self.double_quant: ts += [self.nested_absmax, self.offset]
         return sum(t.numel()*t.element_size() for t in ts)
     @property
     def bits_per_param(self)->float: return 8*self.nbytes/self.numel
@@ -115,31 +120,41 @@ class NF4Weight:
     def scales(self)->torch.Tensor:
         "The float32 absmax of each block, undoing double quantization if there is one."
         if not self.double_quant: return self.absmax
-        return dequantize_blockwise(self.absmax, self.nested_absmax, code_table('dynamic', self.absmax.device), self.nested_blocksize) + self.offset
+        dyn = code_table('dynamic', self.absmax.device)
+        return dequantize_blockwise(self.absmax, self.nested_absmax, dyn,
+                                    self.nested_blocksize) + self.offset
 
     def __repr__(self):
-        return (f"NF4Weight(shape={tuple(self.shape)}, dtype={_dtype_name(self.dtype)}, blocksize={self.blocksize}, "
-                f"double_quant={self.double_quant}, {self.nbytes:,} bytes = {self.bits_per_param:.3f} bits/param)")
+        return (f"NF4Weight(shape={tuple(self.shape)}, dtype={_dtype_name(self.dtype)}, "
+                f"blocksize={self.blocksize}, double_quant={self.double_quant}, "
+                f"{self.nbytes:,} bytes = {self.bits_per_param:.3f} bits/param)")
 
     def to(self, device)->NF4Weight:
         "A copy on `device`."
         mv = lambda t: None if t is None else t.to(device)
-        return replace(self, packed=mv(self.packed), absmax=mv(self.absmax), nested_absmax=mv(self.nested_absmax), offset=mv(self.offset))
+        return replace(self, packed=mv(self.packed), absmax=mv(self.absmax),
+                       nested_absmax=mv(self.nested_absmax), offset=mv(self.offset))
 
 # %% ../nbs/03_nf4.ipynb #c48b2b72
 def check_quantizable(w:torch.Tensor, blocksize:int):
     "Raise a ValueError that names the fix if `w` can't be quantized to NF4 with `blocksize`."
-    if not isinstance(w, torch.Tensor): raise ValueError(f"expected a torch.Tensor, got {type(w).__name__}")
+    if not isinstance(w, torch.Tensor):
+        raise ValueError(f"expected a torch.Tensor, got {type(w).__name__}")
     if w.dtype not in (torch.float32, torch.bfloat16, torch.float16):
-        raise ValueError(f"NF4 quantizes float32, bfloat16 or float16 weights, got {w.dtype}: convert with w.float() first")
+        raise ValueError(f"NF4 quantizes float32, bfloat16 or float16 weights, got {w.dtype}: "
+                         "convert with w.float() first")
     if w.numel() == 0: raise ValueError("cannot quantize an empty tensor")
-    if blocksize not in BLOCKSIZES: raise ValueError(f"blocksize must be one of {BLOCKSIZES} (what bitsandbytes reads), got {blocksize!r}")
-    if not torch.isfinite(w).all(): raise ValueError("weight has NaN or inf values: find where they came from before quantizing (lorakit.instrument traces NaNs)")
+    if blocksize not in BLOCKSIZES:
+        raise ValueError(f"blocksize must be one of {BLOCKSIZES} (what bitsandbytes reads), "
+                         f"got {blocksize!r}")
+    if not torch.isfinite(w).all():
+        raise ValueError("weight has NaN or inf values: find where they came from before "
+                         "quantizing (lorakit.instrument traces NaNs)")
 
 _CHUNK = 1 << 18  # values per chunk: a multiple of every blocksize, small enough to stay in cache
 
 def _quantize_blocks(flat, blocksize):
-    "Packed NF4 codes and absmax of whole blocks of `flat`, a chunk at a time so each is scaled, coded and packed in cache."
+    "Packed NF4 codes and absmax of whole blocks of `flat`, a chunk at a time to stay in cache."
     mids = (NF4[:-1] + NF4[1:]).to(flat.device) / 2
     absmax = torch.empty(flat.numel() // blocksize, device=flat.device)
     packed = torch.empty(flat.numel() // 2, dtype=torch.uint8, device=flat.device)
@@ -147,17 +162,19 @@ def _quantize_blocks(flat, blocksize):
         blocks = flat[s:s + _CHUNK].float().view(-1, blocksize)
         am = absmax[s//blocksize : s//blocksize + len(blocks)]
         torch.amax(blocks.abs(), -1, out=am)
-        idx = torch.bucketize((blocks * (1 / am.clamp(min=1e-38))[:, None]).clamp_(-1, 1), mids, out_int32=True).view(-1)
+        scaled = (blocks * (1 / am.clamp(min=1e-38))[:, None]).clamp_(-1, 1)
+        idx = torch.bucketize(scaled, mids, out_int32=True).view(-1)
         packed[s//2 : s//2 + idx.numel()//2] = idx[0::2] << 4 | idx[1::2]
     return packed, absmax
 
 def quantize_nf4(w:torch.Tensor, # the weight: float32, bfloat16 or float16, any shape
                  blocksize:int=64, # values per absmax block: one of `BLOCKSIZES`
-                 double_quant:bool=True, # quantize the absmax values too, to 8 bits in blocks of 256
+                 double_quant:bool=True, # quantize the absmax too, to 8 bits in blocks of 256
                 )->NF4Weight:
     "Quantize `w` to NF4 with blockwise absmax scaling, in bitsandbytes' exact format."
     check_quantizable(w, blocksize)
-    flat = w.detach().reshape(-1); full = flat.numel() - flat.numel() % blocksize
+    flat = w.detach().reshape(-1)
+    full = flat.numel() - flat.numel() % blocksize
     packed, absmax = _quantize_blocks(flat[:full], blocksize)
     if full < flat.numel():  # the short last block, through the reference path
         idx, tail_max = quantize_blockwise(flat[full:], code_table('nf4', w.device), blocksize)
@@ -165,58 +182,74 @@ def quantize_nf4(w:torch.Tensor, # the weight: float32, bfloat16 or float16, any
     q = NF4Weight(packed, absmax, w.shape, w.dtype, blocksize)
     if not double_quant: return q
     offset = absmax.mean()
-    codes, nested = quantize_blockwise(absmax - offset, code_table('dynamic', w.device), q.nested_blocksize)
+    dyn = code_table('dynamic', w.device)
+    codes, nested = quantize_blockwise(absmax - offset, dyn, q.nested_blocksize)
     return replace(q, absmax=codes, nested_absmax=nested, offset=offset)
 
 # %% ../nbs/03_nf4.ipynb #d5c7b0c2
 def dequantize_nf4_ref(q:NF4Weight)->torch.Tensor:
-    "The weight back from `q`, in its original shape and dtype: unpack, look up, scale. Readable, not fast."
+    "The weight back from `q`, in its shape and dtype: unpack, look up, scale. Readable, not fast."
     idx = unpack_nibbles(q.packed, q.numel)
-    return dequantize_blockwise(idx, q.scales(), code_table('nf4', idx.device), q.blocksize).view(q.shape).to(q.dtype)
+    w = dequantize_blockwise(idx, q.scales(), code_table('nf4', idx.device), q.blocksize)
+    return w.view(q.shape).to(q.dtype)
 
 # %% ../nbs/03_nf4.ipynb #60b1cea1
 def to_bnb(q:NF4Weight, prefix:str='weight')->dict[str, torch.Tensor]:
     "The state-dict entries bitsandbytes' `Linear4bit` writes for this weight, under `prefix`."
-    meta = dict(quant_type='nf4', blocksize=q.blocksize, dtype=_dtype_name(q.dtype), shape=list(q.shape))
-    sd = {prefix: q.packed[:, None], f'{prefix}.absmax': q.absmax, f'{prefix}.quant_map': code_table('nf4', q.packed.device).clone()}
+    meta = dict(quant_type='nf4', blocksize=q.blocksize, dtype=_dtype_name(q.dtype),
+                shape=list(q.shape))
+    sd = {prefix: q.packed[:, None], f'{prefix}.absmax': q.absmax,
+          f'{prefix}.quant_map': code_table('nf4', q.packed.device).clone()}
     if q.double_quant:
-        meta.update(nested_blocksize=q.nested_blocksize, nested_dtype='float32', nested_offset=q.offset.item())
-        sd.update({f'{prefix}.nested_absmax': q.nested_absmax, f'{prefix}.nested_quant_map': code_table('dynamic', q.packed.device).clone()})
-    sd[f'{prefix}.quant_state.bitsandbytes__nf4'] = torch.tensor(list(json.dumps(meta).encode()), dtype=torch.uint8)
+        meta.update(nested_blocksize=q.nested_blocksize, nested_dtype='float32',
+                    nested_offset=q.offset.item())
+        sd.update({f'{prefix}.nested_absmax': q.nested_absmax,
+                   f'{prefix}.nested_quant_map': code_table('dynamic', q.packed.device).clone()})
+    meta_bytes = list(json.dumps(meta).encode())
+    sd[f'{prefix}.quant_state.bitsandbytes__nf4'] = torch.tensor(meta_bytes, dtype=torch.uint8)
     return sd
 
 # %% ../nbs/03_nf4.ipynb #a3c70f55
 def from_bnb(sd:dict, prefix:str='weight')->NF4Weight:
-    "Read an NF4 weight from bitsandbytes state-dict entries under `prefix` (as `to_bnb` writes them)."
+    "An NF4 weight from bitsandbytes state-dict entries under `prefix` (as `to_bnb` writes them)."
     key = f'{prefix}.quant_state.bitsandbytes__nf4'
     if key not in sd:
         other = [k for k in sd if k.startswith(f'{prefix}.quant_state.')]
-        raise ValueError(f"no {key} entry: " + (f"found {other}; lorakit reads NF4 only, not FP4" if other else "is this a bitsandbytes 4-bit checkpoint?"))
+        why = (f"found {other}; lorakit reads NF4 only, not FP4" if other
+               else "is this a bitsandbytes 4-bit checkpoint?")
+        raise ValueError(f"no {key} entry: " + why)
     meta = json.loads(bytes(sd[key].tolist()).decode())
-    if meta.get('quant_type') != 'nf4': raise ValueError(f"quant_type is {meta.get('quant_type')!r}: lorakit reads NF4 only")
-    need = [prefix, f'{prefix}.absmax'] + ([f'{prefix}.nested_absmax'] if 'nested_offset' in meta else [])
+    if meta.get('quant_type') != 'nf4':
+        raise ValueError(f"quant_type is {meta.get('quant_type')!r}: lorakit reads NF4 only")
+    need = [prefix, f'{prefix}.absmax']
+    if 'nested_offset' in meta: need.append(f'{prefix}.nested_absmax')
     missing = [k for k in need if k not in sd]
-    if missing: raise ValueError(f"missing state-dict entries {missing} for the NF4 weight {prefix!r}")
+    if missing:
+        raise ValueError(f"missing state-dict entries {missing} for the NF4 weight {prefix!r}")
     packed = sd[prefix].reshape(-1)
-    if packed.dtype != torch.uint8: packed = packed.view(torch.uint8)  # a non-uint8 quant_storage holds the same bytes
-    q = NF4Weight(packed, sd[f'{prefix}.absmax'], torch.Size(meta['shape']), getattr(torch, meta['dtype']), meta['blocksize'])
+    # a non-uint8 quant_storage holds the same bytes
+    if packed.dtype != torch.uint8: packed = packed.view(torch.uint8)
+    shape, dtype = torch.Size(meta['shape']), getattr(torch, meta['dtype'])
+    q = NF4Weight(packed, sd[f'{prefix}.absmax'], shape, dtype, meta['blocksize'])
     if 'nested_offset' not in meta: return q
-    return replace(q, nested_absmax=sd[f'{prefix}.nested_absmax'], offset=torch.tensor(float(meta['nested_offset'])),
+    return replace(q, nested_absmax=sd[f'{prefix}.nested_absmax'],
+                   offset=torch.tensor(float(meta['nested_offset'])),
                    nested_blocksize=meta['nested_blocksize'])
 
 # %% ../nbs/03_nf4.ipynb #42b07729
 _luts = {}
 
 def _pair_lut(device)->torch.Tensor:
-    "65536 × 4 float32: the four NF4 levels named by each 16-bit pair of packed bytes (little-endian)."
+    "65536 × 4 float32: the four NF4 levels named by each little-endian pair of packed bytes."
     if device not in _luts:
         v = torch.arange(1 << 16, device=device)
         lo, hi = v & 255, v >> 8  # the first byte in memory is the low half of the int16
-        _luts[device] = code_table('nf4', device)[torch.stack([lo >> 4, lo & 15, hi >> 4, hi & 15], -1)].contiguous()
+        nibbles = torch.stack([lo >> 4, lo & 15, hi >> 4, hi & 15], -1)
+        _luts[device] = code_table('nf4', device)[nibbles].contiguous()
     return _luts[device]
 
 def _dequant_blocks(packed, scales, blocksize, out):
-    "Dequantize whole blocks from `packed` into flat `out`: a 2-byte lookup gives 4 values, scaled in cache-sized chunks."
+    "Dequantize `packed`'s whole blocks into flat `out`, 4 values a lookup, in cache-sized chunks."
     p16, out4, lut = packed.view(torch.int16), out.view(-1, 4), _pair_lut(packed.device)
     tmp = None if out.dtype == torch.float32 else torch.empty(_CHUNK//4, 4, device=out.device)
     for s in range(0, p16.numel(), _CHUNK//4):
@@ -228,12 +261,13 @@ def _dequant_blocks(packed, scales, blocksize, out):
 
 # %% ../nbs/03_nf4.ipynb #d8778fbd
 def dequantize_nf4(q:NF4Weight, # the quantized weight
-                   out:torch.Tensor|None=None, # optional buffer of `q.shape` and `q.dtype` to write into
+                   out:torch.Tensor|None=None, # a buffer of `q.shape` and `q.dtype` to write into
                   )->torch.Tensor:
-    "The weight back from `q`, bit-identical to `dequantize_nf4_ref`, with fewer passes over memory."
+    "The weight back from `q`, bit for bit as `dequantize_nf4_ref`, with fewer passes over memory."
     if out is None: out = torch.empty(q.shape, dtype=q.dtype, device=q.packed.device)
     if out.shape != q.shape or out.dtype != q.dtype or not out.is_contiguous():
-        raise ValueError(f"out must be a contiguous {q.dtype} tensor of shape {tuple(q.shape)}, got {out.dtype} {tuple(out.shape)}")
+        raise ValueError(f"out must be a contiguous {q.dtype} tensor of shape {tuple(q.shape)}, "
+                         f"got {out.dtype} {tuple(out.shape)}")
     if sys.byteorder != 'little': return out.copy_(dequantize_nf4_ref(q))
     flat, scales, bs = out.view(-1), q.scales(), q.blocksize
     full = q.numel - q.numel % bs

@@ -44,7 +44,7 @@ def bnb_quant_state(q:NF4Weight)->bnbF.QuantState:
 
 # %% ../nbs/04_qlora.ipynb #30d7ef07
 def _block_rows(q:NF4Weight)->torch.Size:
-    "`q`'s values as rows of whole blocks (up to 8192 values a row), or as one row if its last block is short."
+    "`q`'s values as rows of whole blocks, up to 8192 a row, or one row if its last block is short."
     n, bs = q.numel, q.blocksize
     if n % bs: return torch.Size([1, n])
     k = math.gcd(n // bs, max(1, 8192 // bs))  # blocks a row: a power of two that divides the count
@@ -60,32 +60,34 @@ def bnb_dequantize(q:NF4Weight)->torch.Tensor:
 _agrees = {}
 
 def _bnb_is_faster(q:NF4Weight)->bool:
-    "On CUDA always; on CPU for half precision or float32 that stays in cache, if whole blocks fill it."
+    "On CUDA always, on CPU for whole blocks in half precision or in float32 that fits in cache."
     if q.packed.device.type == 'cuda': return True
-    whole = q.numel % q.blocksize == 0 and q.blocksize < 2048  # else bnb hands over to compiled torch
+    # bnb hands a short block, or a blocksize from 2048, over to compiled torch
+    whole = q.numel % q.blocksize == 0 and q.blocksize < 2048
     return whole and (q.dtype != torch.float32 or q.numel <= 1 << 22)
 
 def _kind(q:NF4Weight)->tuple:
     return tuple(q.shape), q.dtype, q.blocksize, q.double_quant, q.packed.device.type
 
 def _bnb_agrees(q:NF4Weight)->bool:
-    "Whether bitsandbytes gives `dequantize_nf4`'s values for weights of `q`'s kind: checked once a kind."
+    "Whether bitsandbytes gives `dequantize_nf4`'s values for `q`'s kind of weight (checked once)."
     k = _kind(q)
     if k not in _agrees:
-        if torch.compiler.is_compiling(): return False  # no check inside a traced graph: lorakit's own
+        # no check inside a traced graph: lorakit's own
+        if torch.compiler.is_compiling(): return False
         _agrees[k] = torch.equal(bnb_dequantize(q), dequantize_nf4(q))
         if not _agrees[k]:
-            warnings.warn(f"bitsandbytes' dequantize gives other values than lorakit's for NF4 weights of "
-                          f"shape {k[0]}, {k[1]}, blocksize {k[2]} on this machine: lorakit uses its own "
-                          f"for them (exact, maybe slower)", RuntimeWarning)
+            warnings.warn(f"bitsandbytes' dequantize gives other values than lorakit's for NF4 "
+                          f"weights of shape {k[0]}, {k[1]}, blocksize {k[2]} on this machine: "
+                          f"lorakit uses its own for them (exact, maybe slower)", RuntimeWarning)
     return _agrees[k]
 
 # %% ../nbs/04_qlora.ipynb #288de2fa
 def dequantize_for_matmul(q:NF4Weight, # the quantized weight
                           dtype:torch.dtype, # the dtype the matmul runs in
-                          backend:str='auto', # 'auto', 'torch' (lorakit's, into a workspace) or 'bnb'
+                          backend:str='auto', # 'auto', 'torch' (lorakit's, in a workspace) or 'bnb'
                          )->torch.Tensor:
-    "`q`'s weight in `dtype`, from the fastest exact kernel; with 'torch', a shared workspace: use it at once."
+    "`q`'s weight in `dtype` by the fastest exact kernel ('torch': a shared buffer, use at once)."
     if backend not in ('auto', 'torch', 'bnb'):
         raise ValueError(f"backend must be 'auto', 'torch' or 'bnb', got {backend!r}")
     if backend == 'bnb' or (backend == 'auto' and _bnb_is_faster(q) and _bnb_agrees(q)):
@@ -102,40 +104,49 @@ def _nf4_from(tensors, meta)->NF4Weight:
     return NF4Weight(packed, absmax, shape, dtype, blocksize, nested, offset, nbs)
 
 class NF4Matmul(torch.autograd.Function):
-    "`x @ W.T + b` for a frozen `W` stored in NF4: dequantized in forward and again in backward; only the 4-bit state is saved."
+    "`x @ W.T + b` for a frozen NF4 `W`, dequantized in forward and backward from the saved 4 bits."
     @staticmethod
     def forward(ctx, x, q:NF4Weight, bias=None, backend:str='auto'):
         ctx.meta, ctx.backend = _nf4_meta(q), backend
         ctx.save_for_backward(*_nf4_tensors(q))
-        return F.linear(x, dequantize_for_matmul(q, x.dtype, backend), None if bias is None else bias.to(x.dtype))
+        return F.linear(x, dequantize_for_matmul(q, x.dtype, backend),
+                        None if bias is None else bias.to(x.dtype))
 
     @staticmethod
     def backward(ctx, g):
         gx = gb = None
-        if ctx.needs_input_grad[0]: gx = g.matmul(dequantize_for_matmul(_nf4_from(ctx.saved_tensors, ctx.meta), g.dtype, ctx.backend))
-        if ctx.needs_input_grad[2]: gb = g.reshape(-1, g.shape[-1]).sum(0)  # only if someone unfroze the bias
+        if ctx.needs_input_grad[0]:
+            q = _nf4_from(ctx.saved_tensors, ctx.meta)
+            gx = g.matmul(dequantize_for_matmul(q, g.dtype, ctx.backend))
+        # only if someone unfroze the bias
+        if ctx.needs_input_grad[2]: gb = g.reshape(-1, g.shape[-1]).sum(0)
         return gx, None, gb, None
 
-def nf4_linear(x:torch.Tensor, q:NF4Weight, bias:torch.Tensor|None=None, backend:str='auto')->torch.Tensor:
-    "`x @ W.T + bias` with `W` stored in `q`, differentiable in `x` (and in `bias`, if it requires grad)."
+def nf4_linear(x:torch.Tensor, q:NF4Weight, bias:torch.Tensor|None=None,
+               backend:str='auto')->torch.Tensor:
+    "`x @ W.T + bias`, `W` stored in `q`: differentiable in `x` (and `bias`, if it requires grad)."
     return NF4Matmul.apply(x, q, bias, backend)
 
 # %% ../nbs/04_qlora.ipynb #365a2075
 _f32_bufs = ('absmax', 'nested_absmax', 'offset')
 
 class NF4Linear(nn.Module):
-    "A frozen linear layer whose weight is stored in NF4 buffers: `x @ W.T + b`, with `W` dequantized on the fly."
+    "A frozen linear layer, weight in NF4 buffers: `x @ W.T + b` with `W` dequantized on the fly."
     def __init__(self, q:NF4Weight, # the quantized weight, of shape (out_features, in_features)
                  bias:torch.Tensor|None=None, # kept as a frozen parameter
                 ):
         super().__init__()
-        if len(q.shape) != 2: raise ValueError(f"NF4Linear needs a 2-D weight (out_features, in_features), got shape {tuple(q.shape)}")
+        if len(q.shape) != 2:
+            raise ValueError(f"NF4Linear needs a 2-D weight (out_features, in_features), "
+                             f"got shape {tuple(q.shape)}")
         self.out_features, self.in_features = q.shape
         self.n_quantized_params = q.numel  # what count_params counts for the weight held in buffers
         self.meta, self.backend = _nf4_meta(q), 'auto'
         for k, t in zip(('packed', 'absmax', 'nested_absmax', 'offset'), _nf4_tensors(q)):
-            self.register_buffer(k, t.view(torch.int32) if k in _f32_bufs and t is not None and t.dtype == torch.float32 else t)
-        self.bias = None if bias is None else nn.Parameter(bias.detach().clone(), requires_grad=False)
+            as_bits = k in _f32_bufs and t is not None and t.dtype == torch.float32
+            self.register_buffer(k, t.view(torch.int32) if as_bits else t)
+        if bias is not None: bias = nn.Parameter(bias.detach().clone(), requires_grad=False)
+        self.bias = bias
 
     def forward(self, x): return nf4_linear(x, self.q, self.bias, self.backend)
 
@@ -143,37 +154,45 @@ class NF4Linear(nn.Module):
 @patch(as_prop=True)
 def q(self:NF4Linear)->NF4Weight:
     "The layer's `NF4Weight`, its float32 scales viewed back from their int32 bits."
-    ts = [t.view(torch.float32) if k in _f32_bufs and t is not None and t.dtype == torch.int32 else t
-          for k, t in zip(('packed', 'absmax', 'nested_absmax', 'offset'), (self.packed, self.absmax, self.nested_absmax, self.offset))]
+    bufs = (self.packed, self.absmax, self.nested_absmax, self.offset)
+    ts = [t.view(torch.float32) if k in _f32_bufs and t is not None and t.dtype == torch.int32
+          else t for k, t in zip(('packed', 'absmax', 'nested_absmax', 'offset'), bufs)]
     return _nf4_from(ts, self.meta)
 
 @patch(as_prop=True)
 def weight(self:NF4Linear)->torch.Tensor:
     "The dense weight, dequantized on access, in the dtype it was quantized from."
-    if self.packed.is_meta: return torch.empty(self.meta[0], dtype=self.meta[1], device='meta')  # a skeleton (11_fsdp) has no bytes to dequantize
+    # a skeleton (11_fsdp) has no bytes to dequantize
+    if self.packed.is_meta: return torch.empty(self.meta[0], dtype=self.meta[1], device='meta')
     return dequantize_nf4(self.q)
 
 @patch
 def extra_repr(self:NF4Linear):
-    return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, {self.q}"
+    return (f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"bias={self.bias is not None}, {self.q}")
 
 @patch(cls_method=True)
 def from_linear(cls:NF4Linear, lin:nn.Module, # an `nn.Linear` to quantize
                 blocksize:int=64, double_quant:bool=True)->NF4Linear:
     "Quantize the weight of `lin` into a new `NF4Linear`."
-    if isinstance(lin, NF4Linear): raise ValueError("this layer is already quantized to NF4: quantize the original nn.Linear, or use it as it is")
-    if not isinstance(lin, nn.Linear): raise ValueError(f"expected an nn.Linear to quantize, got {type(lin).__name__}")
+    if isinstance(lin, NF4Linear):
+        raise ValueError("this layer is already quantized to NF4: quantize the original nn.Linear, "
+                         "or use it as it is")
+    if not isinstance(lin, nn.Linear):
+        raise ValueError(f"expected an nn.Linear to quantize, got {type(lin).__name__}")
     return cls(quantize_nf4(lin.weight.detach(), blocksize, double_quant), lin.bias)
 
 # %% ../nbs/04_qlora.ipynb #4b6055bb
 class QLoRALinear(LoRALinear):
-    "LoRA on an `NF4Linear`: the 4-bit base computes `x @ W.T + b`, and 01's `LoRALinear` adds `scale * B(A(dropout(x)))`."
+    "LoRA on an `NF4Linear`: 4-bit `x @ W.T + b`, plus `LoRALinear`'s `scale * B(A(dropout(x)))`."
     base_type = NF4Linear
 
 @patch
 def merge(self:QLoRALinear):
-    raise RuntimeError("an NF4 base can't take the LoRA update in place: use merge_to_16bit(model), which keeps the trained model (exactly, in float32), "
-                       "or merge_to_nf4(model), which requantizes and adds error")
+    raise RuntimeError("an NF4 base can't take the LoRA update in place: "
+                       "use merge_to_16bit(model), which keeps the trained model "
+                       "(exactly, in float32), or merge_to_nf4(model), "
+                       "which requantizes and adds error")
 
 QLoRALinear.unmerge = QLoRALinear.merge
 lora_classes[NF4Linear] = QLoRALinear
@@ -190,13 +209,16 @@ def quantize_base(model:nn.Module, # the model, changed in place
                   double_quant:bool=True, # quantize the scales too
                   exclude=None, # names or a regex to leave in full precision
                  )->nn.Module:
-    "Replace the `nn.Linear` layers of `model` that `targets` picks by frozen `NF4Linear` layers, and return `model`."
-    if lora_modules(model): raise ValueError("model already has LoRA: call quantize_base first, then add_lora")
+    "Replace the `nn.Linear`s `targets` picks in `model` by frozen `NF4Linear`s, and return it."
+    if lora_modules(model):
+        raise ValueError("model already has LoRA: call quantize_base first, then add_lora")
     mods = {n: model.get_submodule(n) for n in find_targets(model, targets, exclude)}
     for n, m in mods.items():
-        if isinstance(m, NF4Linear): raise ValueError(f"{n} is already quantized to NF4: leave it out with exclude=[{n!r}]")
+        if isinstance(m, NF4Linear):
+            raise ValueError(f"{n} is already quantized to NF4: leave it out with exclude=[{n!r}]")
         check_quantizable(m.weight, blocksize)
-    for n, m in mods.items(): set_module(model, n, NF4Linear.from_linear(m, blocksize, double_quant))
+    for n, m in mods.items():
+        set_module(model, n, NF4Linear.from_linear(m, blocksize, double_quant))
     return model
 
 # %% ../nbs/04_qlora.ipynb #3fa57088
@@ -212,12 +234,13 @@ def _swap_qlora(model:nn.Module, make)->nn.Module:
     return model
 
 def merge_to_16bit(model:nn.Module, # a model with QLoRA layers, changed in place
-                   dtype:torch.dtype|None=None, # dtype of the merged weights; default: what each base was quantized from
+                   dtype:torch.dtype|None=None, # the merged dtype (default: each base's original)
                   )->nn.Module:
-    "Fold each `QLoRALinear`'s update into its dequantized base, giving plain frozen `nn.Linear` layers: exact in float32; a 16-bit `dtype` rounds each weight once."
+    "Merge QLoRA layers into frozen `nn.Linear`s, exact in float32 (a 16-bit `dtype` rounds once)."
     def make(m):
         W = _merged_weight(m)
-        lin = nn.Linear(m.base.in_features, m.base.out_features, bias=m.base.bias is not None, device=W.device, dtype=dtype or m.base.q.dtype)
+        lin = nn.Linear(m.base.in_features, m.base.out_features, bias=m.base.bias is not None,
+                        device=W.device, dtype=dtype or m.base.q.dtype)
         with torch.no_grad():
             lin.weight.copy_(W)
             if lin.bias is not None: lin.bias.copy_(m.base.bias)
@@ -227,7 +250,7 @@ def merge_to_16bit(model:nn.Module, # a model with QLoRA layers, changed in plac
 # %% ../nbs/04_qlora.ipynb #60c36791
 def merge_to_nf4(model:nn.Module, # a model with QLoRA layers, changed in place
                 )->nn.Module:
-    "Fold each update into its base and requantize to NF4. Lossy: warns with the error it adds over `merge_to_16bit`."
+    "Merge each update and requantize to NF4 (lossy): warns with its error over `merge_to_16bit`."
     errs, deltas = [], []
     def make(m):
         W, q = _merged_weight(m), m.base.q
@@ -238,6 +261,8 @@ def merge_to_nf4(model:nn.Module, # a model with QLoRA layers, changed in place
     model = _swap_qlora(model, make)
     if errs:
         e, d = sum(errs)/len(errs), sum(deltas)/len(deltas)
-        warnings.warn(f"merge_to_nf4 requantized {len(errs)} layer{'s'*(len(errs) != 1)}: mean |error| {e:.3g} over the exact merge, {e/max(d, 1e-30):.2f}x "
-                      f"the mean |update| {d:.3g} that LoRA learned. merge_to_16bit keeps the trained model (exactly, in float32).", UserWarning)
+        warnings.warn(f"merge_to_nf4 requantized {len(errs)} layer{'s'*(len(errs) != 1)}: "
+                      f"mean |error| {e:.3g} over the exact merge, {e/max(d, 1e-30):.2f}x "
+                      f"the mean |update| {d:.3g} that LoRA learned. "
+                      "merge_to_16bit keeps the trained model (exactly, in float32).", UserWarning)
     return model
