@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_qlora.ipynb #100d4a1d
 from __future__ import annotations
-import logging, math, threading, warnings
+import itertools, logging, math, threading, warnings
 import torch, torch.nn as nn, torch.nn.functional as F
 from fastcore.basics import patch
 from .core import *
@@ -19,8 +19,8 @@ logging.getLogger('bitsandbytes.backends.cpu.ops').addFilter(
 import bitsandbytes.functional as bnbF
 
 # %% auto #0
-__all__ = ['bnb_quant_state', 'bnb_dequantize', 'dequantize_for_matmul', 'NF4Matmul', 'nf4_linear', 'NF4Linear', 'QLoRALinear',
-           'model_nbytes', 'quantize_base', 'merge_to_16bit', 'merge_to_nf4']
+__all__ = ['bnb_quant_state', 'bnb_dequantize', 'dequantize_for_matmul', 'check_dequantize_paths', 'NF4Matmul', 'nf4_linear',
+           'NF4Linear', 'QLoRALinear', 'model_nbytes', 'quantize_base', 'merge_to_16bit', 'merge_to_nf4']
 
 # %% ../nbs/04_qlora.ipynb #871bebf6
 _local = threading.local()
@@ -94,6 +94,21 @@ def dequantize_for_matmul(q:NF4Weight, # the quantized weight
         W = bnb_dequantize(q)
     else: W = dequantize_nf4(q, out=_workspace(q))
     return W if W.dtype == dtype else W.to(dtype)
+
+# %% ../nbs/04_qlora.ipynb #867e3c8a
+def check_dequantize_paths(shapes=((256, 688), (688, 256), (37, 96), (64, 64), (96, 256)),
+                           blocksizes=(64, 128, 1024), seed:int=0)->int:
+    "Assert that every dequantize path gives `dequantize_nf4_ref`'s bits here; return the cases run."
+    g, n = torch.Generator().manual_seed(seed), 0
+    dts = (torch.float32, torch.bfloat16, torch.float16)
+    for shape, bs, dt, dq in itertools.product(shapes, blocksizes, dts, (False, True)):
+        q = quantize_nf4(torch.randn(shape, generator=g).to(dt), bs, dq)
+        ref = dequantize_nf4_ref(q)
+        for backend in ('auto', 'torch', 'bnb'):
+            W = dequantize_for_matmul(q, dt, backend)
+            assert torch.equal(W, ref), f"{backend} dequantize of {shape} {dt} at {bs} (dq={dq}) is off"
+        n += 1
+    return n
 
 # %% ../nbs/04_qlora.ipynb #7f1829fd
 def _nf4_tensors(q:NF4Weight)->tuple: return q.packed, q.absmax, q.nested_absmax, q.offset
