@@ -15,14 +15,26 @@ def _directives(lines):
     "The first words of the `#|` lines of a cell."
     return {l[2:].split()[0] for l in lines if l.startswith('#|') and l[2:].split()}
 
+def _printed(c)->str:
+    "What a code cell printed (stdout) or returned as text, as the notebook holds it."
+    out = []
+    for o in c.get('outputs', []):
+        if o.get('output_type') == 'stream' and o.get('name') == 'stdout': out.append(''.join(o['text']))
+        elif 'text/plain' in o.get('data', {}): out.append(''.join(o['data']['text/plain']) + '\n')
+    return ''.join(out).strip('\n')
+
 def render(nb_path=NB)->str:
-    "README text: markdown cells as they are, code cells fenced, `#| hide` cells left out."
+    "README text: markdown cells as they are, code cells fenced with what they print, `#| hide` cells out."
     parts = []
     for c in json.loads(Path(nb_path).read_text())['cells']:
         lines = ''.join(c['source']).splitlines()
         if _directives(lines) & {'hide', 'default_exp'}: continue
         body = '\n'.join(l for l in lines if not l.startswith('#|')).strip()
-        if body: parts.append(body if c['cell_type'] == 'markdown' else f'```python\n{body}\n```')
+        if not body: continue
+        if c['cell_type'] == 'markdown': parts.append(body)
+        else:
+            parts.append(f'```python\n{body}\n```')
+            if printed := _printed(c): parts.append(f'```\n{printed}\n```')
     return HEADER + '\n\n'.join(parts) + '\n'
 
 def main(check=False):
