@@ -20,6 +20,26 @@ CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-
                  '--disable-component-update', '--disable-sync']
 SEARCHES = ['TrainConfig', 'quantize_nf4', 'load_tokenizer']  # exported symbols from three notebooks
 
+# The page's table of contents, entry by entry: its text and the text of the heading it links to (less the heading's
+# permalink), whitespace normalized. mkdocs-jupyter once left "`LoRALinear`" a blank entry and the links still worked.
+TOC_JS = r"""() => { const norm = s => s.replace(/\s+/g, ' ').trim();
+  return [...document.querySelectorAll('.md-nav--secondary a.md-nav__link[href^="#"]')].map(a => {
+    const id = decodeURIComponent(a.getAttribute('href').slice(1)), h = document.getElementById(id);
+    if (!h) return [norm(a.textContent), id, null];
+    const c = h.cloneNode(true); c.querySelectorAll('a.headerlink, a.anchor-link').forEach(e => e.remove());
+    return [norm(a.textContent), id, norm(c.textContent)]; }); }"""
+# Ids that more than one element carries: a link or a contents entry to the second leads to the first.
+DUP_IDS_JS = r"""() => { const n = {}; document.querySelectorAll('article [id]').forEach(e => n[e.id] = (n[e.id] || 0) + 1);
+  return Object.keys(n).filter(k => n[k] > 1); }"""
+# Code the reader has to scroll sideways to read: every block of code in the article except a cell's outputs (a
+# notebook's outputs wrap, as in JupyterLab: a traceback or a long printed line is read whole, not scrolled).
+# [first line, longest line's length] of each block that is wider than the box it is shown in.
+WIDE_CODE_JS = r"""() => [...document.querySelectorAll('article pre')].filter(p => !p.closest('.jp-OutputArea'))
+  .filter(p => [p.parentElement, p, ...p.children].some(e => e.scrollWidth > e.clientWidth + 1))
+  .map(p => { const ls = p.textContent.split('\n'); return [ls.find(l => l.trim()) || '', Math.max(...ls.map(l => l.length))]; })"""
+CODE_PX = 13  # the least font size, in px, that code may be shown in
+CODE_FONT_JS = r"""() => [...document.querySelectorAll('article pre')].map(p => parseFloat(getComputedStyle(p.querySelector('code') || p).fontSize))"""
+
 def find_chromium():
     for c in (os.environ.get('CHROMIUM'), '/usr/bin/chromium', shutil.which('chromium'), shutil.which('chromium-browser')):
         if c and Path(c).exists(): return c
@@ -78,6 +98,15 @@ def check(site:Path=SITE, shots:Path=None)->list:
                     return c.textContent.match(/\$[^$\n]*\\[a-zA-Z]+[^$\n]*\$/g) || []; }""")
                 problems += [f'{u or "/"}: TeX shown as text, not drawn: {t[:60]}' for t in tex]
                 ids[u] = set(page.eval_on_selector_all('[id]', 'els => els.map(e => e.id)'))
+                for text, id_, head in page.evaluate(TOC_JS):
+                    if head is None: problems.append(f'{u or "/"}: contents entry {text!r} links to no heading (#{id_})')
+                    elif text != head: problems.append(f'{u or "/"}: contents entry {text!r} links to the heading {head!r} (#{id_})')
+                problems += [f'{u or "/"}: the id #{i} is on more than one element' for i in page.evaluate(DUP_IDS_JS)]
+                if nb_images(u) is not None or u.startswith('api/'):  # notebook and API pages
+                    for first, n in page.evaluate(WIDE_CODE_JS):
+                        problems.append(f'{u}: code scrolls sideways at 1280 px (longest line {n} chars): {first.strip()[:70]}')
+                    small = [px for px in page.evaluate(CODE_FONT_JS) if px < CODE_PX]
+                    if small: problems.append(f'{u}: {len(small)} code blocks in a font under {CODE_PX} px ({min(small)} px)')
                 for href in page.eval_on_selector_all('a[href]', 'els => els.map(a => a.href)'):
                     if href.startswith(base): links.append((u, href))
             # internal links: the page exists, and so does the anchor
@@ -106,6 +135,7 @@ def check(site:Path=SITE, shots:Path=None)->list:
             page.screenshot(path=shots/'07_train_curves.png')
             browser.close()
     finally: srv.shutdown()
+    problems = list(dict.fromkeys(problems))  # a page may draw its contents twice (the sidebar, and the drawer)
     print(f'check_site: {len(urls)} pages, {len(set(links))} internal links, {len(SEARCHES)} searches; screenshots in {shots}')
     return problems
 
