@@ -34,7 +34,18 @@ def title(nb:dict, fallback:str)->str:
     return fallback
 
 # ---- show_doc, rendered to markdown from docments ----
-def _fmt(v)->str: return '' if v is inspect.Parameter.empty else f'`{v!r}`' if not isinstance(v, type) else f'`{v.__name__}`'
+class _Named:
+    "A default shown by its name: `loss_fn=cross_entropy`, not `<function cross_entropy at 0x7fb4...>`."
+    def __init__(self, name:str): self.name = name
+    def __repr__(self): return self.name
+
+def _shown(v):
+    "A parameter's default as the docs show it: no memory address, which differs from build to build."
+    if v is inspect.Parameter.empty: return v
+    if inspect.isfunction(v) or inspect.isclass(v) or inspect.isbuiltin(v): return _Named(v.__qualname__)
+    return _Named(f'{type(v).__qualname__}()') if re.search(r' at 0x[0-9a-f]+>$', repr(v)) else v
+
+def _fmt(v)->str: return '' if v is inspect.Parameter.empty else f'`{_shown(v)!r}`'
 
 def _unquote(s:str)->str:
     "Annotations as written: the modules use `from __future__ import annotations`, so they are strings (ForwardRefs in a NamedTuple)."
@@ -52,7 +63,7 @@ def signature_md(kind:str, name:str, sig)->str:
     P, ps, out = inspect.Parameter, list(sig.parameters.values()), []
     for i, p in enumerate(ps):  # the `*` and `/` markers, as `inspect.Signature.__str__` places them
         if p.kind == P.KEYWORD_ONLY and (i == 0 or ps[i-1].kind not in (P.KEYWORD_ONLY, P.VAR_POSITIONAL)): out.append('*')
-        out.append(_unquote(str(p)))
+        out.append(_unquote(str(p.replace(default=_shown(p.default)))))
         if p.kind == P.POSITIONAL_ONLY and (i+1 == len(ps) or ps[i+1].kind != P.POSITIONAL_ONLY): out.append('/')
     ret = '' if sig.return_annotation is sig.empty else _unquote(f' -> {inspect.formatannotation(sig.return_annotation)}')
     end = ret + (':' if kind == 'def' else '')

@@ -3,12 +3,16 @@
 
     python tools/build_docs.py && python tools/check_site.py
 
-For each page it checks that the page loads without a console error, a page error or a failed request (the site
-must work offline), that every image has rendered (natural width > 0), that every notebook page shows as many
-images as its notebook holds, and that no TeX is left as text outside code. It checks that every link within the site leads to a page that exists, and, where the
-link names an anchor, to an element with that id. Then it types exported symbols into the search box and checks
-that the results name them. It writes two screenshots, of the landing page and of a notebook page, to
-`_site/screenshots/`. It uses Debian's Chromium (`apt-get install chromium`) through Playwright, and downloads nothing.
+For each page, in a 1280x900 window, it checks that the page loads without a console error, a page error or a
+failed request (the site must work offline), that every image has rendered (natural width > 0), that every notebook
+page shows as many images as its notebook holds, that no TeX is left as text outside code, that each entry of the
+page's table of contents reads as the heading it links to, that no id is on two elements, and that no memory address
+(`<function f at 0x7f...>`) is shown. On notebook and API pages, no block of code may need sideways scrolling (the
+project's lines are at most 100 characters) or be shown under 13 px; a cell's outputs wrap instead. It checks that
+every link within the site leads to a page that exists, and, where the link names an anchor, to an element with
+that id. Then it types exported symbols into the search box and checks that the results name them. It writes
+screenshots of the landing page and of two notebook pages to `_site/screenshots/`. It uses Debian's Chromium
+(`apt-get install chromium`) through Playwright, and downloads nothing.
 """
 import argparse, functools, http.server, json, os, shutil, sys, threading
 from pathlib import Path
@@ -37,6 +41,7 @@ DUP_IDS_JS = r"""() => { const n = {}; document.querySelectorAll('article [id]')
 WIDE_CODE_JS = r"""() => [...document.querySelectorAll('article pre')].filter(p => !p.closest('.jp-OutputArea'))
   .filter(p => [p.parentElement, p, ...p.children].some(e => e.scrollWidth > e.clientWidth + 1))
   .map(p => { const ls = p.textContent.split('\n'); return [ls.find(l => l.trim()) || '', Math.max(...ls.map(l => l.length))]; })"""
+ADDRESS_JS = r"""() => (document.querySelector('article')?.innerText.match(/.{0,40}\bat 0x[0-9a-f]{6,}/g) || [])"""
 CODE_PX = 13  # the least font size, in px, that code may be shown in
 CODE_FONT_JS = r"""() => [...document.querySelectorAll('article pre')].map(p => parseFloat(getComputedStyle(p.querySelector('code') || p).fontSize))"""
 
@@ -102,6 +107,7 @@ def check(site:Path=SITE, shots:Path=None)->list:
                     if head is None: problems.append(f'{u or "/"}: contents entry {text!r} links to no heading (#{id_})')
                     elif text != head: problems.append(f'{u or "/"}: contents entry {text!r} links to the heading {head!r} (#{id_})')
                 problems += [f'{u or "/"}: the id #{i} is on more than one element' for i in page.evaluate(DUP_IDS_JS)]
+                problems += [f'{u or "/"}: a memory address, different in every build: {t.strip()}' for t in page.evaluate(ADDRESS_JS)]
                 if nb_images(u) is not None or u.startswith('api/'):  # notebook and API pages
                     for first, n in page.evaluate(WIDE_CODE_JS):
                         problems.append(f'{u}: code scrolls sideways at 1280 px (longest line {n} chars): {first.strip()[:70]}')
@@ -133,6 +139,9 @@ def check(site:Path=SITE, shots:Path=None)->list:
             page.goto(base + '07_train/', wait_until='load'); page.screenshot(path=shots/'07_train.png', full_page=False)
             page.evaluate("document.querySelector('.jp-OutputArea img').scrollIntoView()")
             page.screenshot(path=shots/'07_train_curves.png')
+            page.goto(base + '01_lora/', wait_until='load')  # a page of code: 100-character lines, no scrollbars
+            page.evaluate("document.getElementById('loralinear').scrollIntoView()")
+            page.screenshot(path=shots/'01_lora_code.png')
             browser.close()
     finally: srv.shutdown()
     problems = list(dict.fromkeys(problems))  # a page may draw its contents twice (the sidebar, and the drawer)
