@@ -20,18 +20,22 @@ __all__ = ['set_seed', 'get_device', 'get_dtype', 'ParamCount', 'count_params', 
 def set_seed(seed:int=42, # seed for Python's `random`, NumPy and torch (CPU and every GPU)
             )->int:
     "Seed every random generator lorakit draws from, and return `seed`."
-    random.seed(seed); np.random.seed(seed); torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
     return seed
 
 # %% ../nbs/00_core.ipynb #c1a5dc27
-def get_device(device:str|torch.device|None=None, # 'cpu', 'cuda', 'cuda:1'…; None picks the GPU if there is one
+def get_device(device:str|torch.device|None=None, # 'cpu', 'cuda', 'cuda:1'…; None: the GPU if any
               )->torch.device:
-    "`device` as a `torch.device` that exists on this machine; by default the GPU if there is one, else the CPU."
+    "`device` as a `torch.device` that exists here; by default the GPU if there is one, else CPU."
     if device is None: return torch.device('cuda' if torch.cuda.is_available() else 'cpu')
     try: d = torch.device(device)
-    except (RuntimeError, TypeError) as e: raise ValueError(f"unknown device {device!r}: use 'cpu', 'cuda' or 'cuda:N'") from e
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"unknown device {device!r}: use 'cpu', 'cuda' or 'cuda:N'") from e
     if d.type=='cuda' and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} was asked for, but torch sees no CUDA GPU here: use 'cpu'")
+        raise ValueError(f"device {device!r} was asked for, "
+                         "but torch sees no CUDA GPU here: use 'cpu'")
     return d
 
 # %% ../nbs/00_core.ipynb #a207418e
@@ -40,10 +44,11 @@ _dtypes = {'fp32':torch.float32, 'float32':torch.float32, 'float':torch.float32,
            'fp16':torch.float16, 'float16':torch.float16, 'half':torch.float16,
            'fp64':torch.float64, 'float64':torch.float64, 'double':torch.float64}
 
-def get_dtype(dtype:str|torch.dtype, # a floating `torch.dtype`, or a name such as 'bf16' or 'float32'
+def get_dtype(dtype:str|torch.dtype, # a floating `torch.dtype`, or a name: 'bf16', 'float32'…
              )->torch.dtype:
     "`dtype` as a floating-point `torch.dtype`."
-    d = dtype if isinstance(dtype, torch.dtype) else _dtypes.get(str(dtype).lower().removeprefix('torch.'))
+    if isinstance(dtype, torch.dtype): d = dtype
+    else: d = _dtypes.get(str(dtype).lower().removeprefix('torch.'))
     if d is None or not d.is_floating_point:
         raise ValueError(f"unknown float dtype {dtype!r}: use one of {', '.join(_dtypes)}")
     return d
@@ -55,20 +60,24 @@ class ParamCount(NamedTuple):
     trainable:int
     @property
     def pct(self)->float: return 100*self.trainable/max(self.total, 1)
-    def __repr__(self): return f"trainable params: {self.trainable:,} of {self.total:,} ({self.pct:.4g}%)"
+    def __repr__(self):
+        return f"trainable params: {self.trainable:,} of {self.total:,} ({self.pct:.4g}%)"
 
 def count_params(m:nn.Module)->ParamCount:
-    "Count the parameters of `m`, and those of them that require grad; quantized weights count through `n_quantized_params`."
-    ps = [p for p in m.parameters() if p.is_floating_point()]  # integer parameters hold quantized codes (11_fsdp), counted above
+    "Parameters of `m`, all and trainable; quantized weights count through `n_quantized_params`."
+    # integer parameters hold quantized codes (11_fsdp), counted by n_quantized_params
+    ps = [p for p in m.parameters() if p.is_floating_point()]
     quantized = sum(getattr(o, 'n_quantized_params', 0) for o in m.modules())
-    return ParamCount(sum(p.numel() for p in ps) + quantized, sum(p.numel() for p in ps if p.requires_grad))
+    trainable = sum(p.numel() for p in ps if p.requires_grad)
+    return ParamCount(sum(p.numel() for p in ps) + quantized, trainable)
 
 # %% ../nbs/00_core.ipynb #efcd5206
 class Block(nn.Module):
     "Two `nn.Linear(sz, sz)`: `l1` trains, `l2` is frozen like a pretrained layer."
     def __init__(self, sz:int=16): # width of both layers
         super().__init__()
-        if not (isinstance(sz, int) and sz > 0): raise ValueError(f"sz must be a positive int, got {sz!r}")
+        if not (isinstance(sz, int) and sz > 0):
+            raise ValueError(f"sz must be a positive int, got {sz!r}")
         self.l1, self.l2 = nn.Linear(sz, sz), nn.Linear(sz, sz)
         self.l2.requires_grad_(False)
 
@@ -87,11 +96,14 @@ def proxy_task(n:int=2048, # number of samples, train and valid together
                valid_pct:float=0.25, # fraction held out for validation
                seed:int=0, # seed of the teacher and the samples
               )->ProxyData:
-    "Classify `x` by the argmax of a fixed random linear teacher: a task `Block(sz)` can solve exactly."
-    if not (isinstance(sz, int) and sz >= 2): raise ValueError(f"sz must be an int >= 2 (it is also the number of classes), got {sz!r}")
+    "Classify `x` by the argmax of a fixed random linear teacher: a task `Block(sz)` can solve."
+    if not (isinstance(sz, int) and sz >= 2):
+        raise ValueError(f"sz must be an int >= 2 (it is also the number of classes), got {sz!r}")
     if not 0 < valid_pct < 1: raise ValueError(f"valid_pct must be in (0, 1), got {valid_pct}")
     nv = int(n*valid_pct)
-    if nv < 1 or nv >= n: raise ValueError(f"n={n} leaves an empty train or valid set: use n of at least {math.ceil(2/valid_pct)}")
+    if nv < 1 or nv >= n:
+        raise ValueError(f"n={n} leaves an empty train or valid set: "
+                         f"use n of at least {math.ceil(2/valid_pct)}")
     g = torch.Generator().manual_seed(seed)
     T = F.normalize(torch.randn(sz, sz, generator=g), dim=0)
     x = torch.randn(n, sz, generator=g)
@@ -102,10 +114,10 @@ def proxy_task(n:int=2048, # number of samples, train and valid together
 class CheckError(AssertionError):
     "A model or training run failed one of lorakit's sanity checks."
 
-def cross_entropy(logits:torch.Tensor, # (..., n_classes): a classifier's (N, C) or a language model's (B, T, vocab)
+def cross_entropy(logits:torch.Tensor, # (..., n_classes): a classifier's (N, C), an LM's (B, T, V)
                   y:torch.Tensor, # (...): the class of each row; -100 for rows that don't count
                  )->torch.Tensor:
-    "Mean cross-entropy over every leading position of `logits`, computed in float32, skipping labels of -100."
+    "Mean cross-entropy over the leading positions of `logits`, in float32, skipping label -100."
     return F.cross_entropy(logits.flatten(0, -2).float(), y.flatten(), ignore_index=-100)
 
 def check_loss_at_init(model:nn.Module, # the model, before any training step
@@ -114,13 +126,15 @@ def check_loss_at_init(model:nn.Module, # the model, before any training step
                        n_classes:int|None=None, # number of classes; default: the logits' last dim
                        tol:float=0.1, # allowed relative distance from ln(n_classes)
                       )->float:
-    "Check that the cross-entropy of `model` at init is within `tol` of ln(`n_classes`); return the loss."
+    "Check that the loss of `model` at init is within `tol` of ln(`n_classes`); return the loss."
     with torch.no_grad(): logits = model(xb)
     n = ifnone(n_classes, logits.shape[-1])
     loss, expect = cross_entropy(logits, yb).item(), math.log(n)
     if abs(loss - expect) > tol*expect:
-        raise CheckError(f"loss at init is {loss:.3f}, but a uniform guess over {n} classes gives ln({n}) = {expect:.3f}. "
-                         f"The logits start with std {logits.std().item():.2f}: scale down the init of the last layer so they start near 0.")
+        raise CheckError(f"loss at init is {loss:.3f}, but a uniform guess over {n} classes gives "
+                         f"ln({n}) = {expect:.3f}. "
+                         f"The logits start with std {logits.std().item():.2f}: "
+                         "scale down the init of the last layer so they start near 0.")
     return loss
 
 # %% ../nbs/00_core.ipynb #8ab08e03
@@ -138,9 +152,11 @@ def overfit_one_batch(model:nn.Module, # the model to train, in place
                       target:float=0.05, # the loss to reach
                       loss_fn=cross_entropy, # loss(model(xb), yb)
                      )->list[float]:
-    "Train `model` on one batch until the loss is below `target`, and return the losses; raise `CheckError` naming stuck parameters if it can't."
+    "Train `model` on one batch until the loss is under `target`; else raise `CheckError`."
     ps = {n:p for n,p in model.named_parameters() if p.requires_grad}
-    if not ps: raise CheckError("model has no trainable parameters: unfreeze some with p.requires_grad_(True), or add LoRA")
+    if not ps:
+        raise CheckError("model has no trainable parameters: "
+                         "unfreeze some with p.requires_grad_(True), or add LoRA")
     before, got_grad, losses = {n:p.detach().clone() for n,p in ps.items()}, set(), []
     opt = torch.optim.Adam(ps.values(), lr=lr)
     for _ in range(steps):
@@ -148,13 +164,19 @@ def overfit_one_batch(model:nn.Module, # the model to train, in place
         losses.append(loss.item())
         if losses[-1] < target: return losses
         if not loss.requires_grad: break  # no trainable parameter is in the graph at all
-        opt.zero_grad(); loss.backward(); opt.step()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
         got_grad |= {n for n,p in ps.items() if p.grad is not None and bool(p.grad.any())}
     no_grad, still = _stuck_params(ps, before, got_grad)
+    if no_grad:
+        hint = "Find where they drop out of the graph (a .detach(), a layer skipped in forward)."
+    else:
+        hint = ("Every parameter learns: raise `steps` or `lr`, "
+                "or check that the model can fit the task.")
     raise CheckError(f"loss is {losses[-1]:.3g} after {len(losses)} steps, not below {target}. "
-                     f"No gradient reached: {no_grad or 'none'}. Never moved: {still or 'none'}. "
-                     + ("Find where they drop out of the graph (a .detach(), a layer skipped in forward)." if no_grad
-                        else "Every parameter learns: raise `steps` or `lr`, or check that the model can fit the task."))
+                     f"No gradient reached: {no_grad or 'none'}. "
+                     f"Never moved: {still or 'none'}. " + hint)
 
 # %% ../nbs/00_core.ipynb #80b6389f
 def check_arg(name:str, # the argument's name, as the caller wrote it (e.g. 'steps' or '--steps')
@@ -179,8 +201,9 @@ def fit_proxy(model:nn.Module, # the model to train, in place
               eval_every:int=50, # validate every this many steps
               seed:int=0, # seed of the batch order
              )->dict:
-    "Train `model` on the proxy task; return train losses per step and (step, valid loss, valid accuracy) rows."
-    for k, v in dict(steps=steps, bs=bs, eval_every=eval_every).items(): check_arg(k, v, type(v) is int and v >= 1, 'an int >= 1')
+    "Train `model` on the proxy task; return per-step train losses and (step, loss, accuracy) rows."
+    for k, v in dict(steps=steps, bs=bs, eval_every=eval_every).items():
+        check_arg(k, v, type(v) is int and v >= 1, 'an int >= 1')
     check_arg('lr', lr, isinstance(lr, (int, float)) and lr > 0, 'a number > 0')
     ps = [p for p in model.parameters() if p.requires_grad]
     if not ps: raise ValueError("model has no trainable parameters: nothing to fit")
@@ -189,9 +212,12 @@ def fit_proxy(model:nn.Module, # the model to train, in place
     for step in range(1, steps+1):
         idx = torch.randint(0, len(data.xt), (bs,), generator=g)
         loss = F.cross_entropy(model(data.xt[idx]), data.yt[idx])
-        opt.zero_grad(); loss.backward(); opt.step()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
         res['train'].append(loss.item())
-        if step % eval_every == 0 or step == steps: res['valid'].append((step, *evaluate(model, data.xv, data.yv)))
+        if step % eval_every == 0 or step == steps:
+            res['valid'].append((step, *evaluate(model, data.xv, data.yv)))
     return res
 
 # %% ../nbs/00_core.ipynb #406c5728
@@ -205,9 +231,12 @@ def plot_curves(train:list[float], # train loss per step
     if ax is None: _, ax = plt.subplots(figsize=(6, 3.5))
     steps = np.arange(1, len(train)+1)
     ax.plot(steps, train, alpha=0.3, label='train')
-    if len(train) >= smooth: ax.plot(steps[smooth-1:], np.convolve(train, np.ones(smooth)/smooth, 'valid'), label=f'train (mean of {smooth})')
+    if len(train) >= smooth:
+        mean = np.convolve(train, np.ones(smooth)/smooth, 'valid')
+        ax.plot(steps[smooth-1:], mean, label=f'train (mean of {smooth})')
     if valid: ax.plot([r[0] for r in valid], [r[1] for r in valid], 'o-', label='valid')
-    ax.set(xlabel='step', ylabel='loss', title=title); ax.legend()
+    ax.set(xlabel='step', ylabel='loss', title=title)
+    ax.legend()
     return ax
 
 # %% ../nbs/00_core.ipynb #930ded52
@@ -216,13 +245,16 @@ def atomic_path(path:str|Path, # where the file should end up
                ):
     "Yield a temporary path beside `path`; rename it onto `path` only if the block succeeds."
     path = Path(path)
-    if not path.parent.is_dir(): raise FileNotFoundError(f"{path.parent} does not exist: create it first, e.g. mkdir -p {path.parent}")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"{path.parent} does not exist: "
+                                f"create it first, e.g. mkdir -p {path.parent}")
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
     os.close(fd)
-    umask = os.umask(0); os.umask(umask)
+    umask = os.umask(0)
+    os.umask(umask)
     try:
         yield Path(tmp)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's file is private; give it the mode a plain open() would
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's file is private: give it open()'s mode
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp): os.remove(tmp)
@@ -231,7 +263,7 @@ def atomic_path(path:str|Path, # where the file should end up
 _tmp_name = re.compile(r'\..+\.[a-z0-9_]{8}\.tmp')  # what tempfile.mkstemp makes for atomic_path
 
 def clean_tmp(d:str|Path)->list[str]:
-    "Remove the temporary files that an interrupted `atomic_path` left in directory `d`; return their names."
+    "Remove the temporary files an interrupted `atomic_path` left in `d`; return their names."
     gone = sorted(f.name for f in Path(d).iterdir() if f.is_file() and _tmp_name.fullmatch(f.name))
     for name in gone: (Path(d)/name).unlink()
     return gone
@@ -240,10 +272,13 @@ def clean_tmp(d:str|Path)->list[str]:
 def check_out_dir(path:str|Path, # a directory to write
                   overwrite:bool=False, # whether replacing what it holds was asked for
                  )->Path:
-    "Raise if `path` is a file, or a directory that holds files and `overwrite` is off: commands check this before their work starts."
+    "Raise if `path` is a file, or holds files and `overwrite` is off; commands check this first."
     path = Path(path)
-    if path.exists() and not path.is_dir(): raise ValueError(f"{path} exists and is not a directory: pick another path")
-    if path.is_dir() and any(path.iterdir()) and not overwrite: raise ValueError(f"{path} is not empty: pass overwrite=True (--overwrite) to replace it, or pick another path")
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{path} exists and is not a directory: pick another path")
+    if path.is_dir() and any(path.iterdir()) and not overwrite:
+        raise ValueError(f"{path} is not empty: pass overwrite=True (--overwrite) to replace it, "
+                         "or pick another path")
     return path
 
 @contextmanager
@@ -255,10 +290,11 @@ def atomic_dir(path:str|Path, # the directory to create or replace
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp'))
     old = tmp.with_name(tmp.name + '.old')
-    umask = os.umask(0); os.umask(umask)
+    umask = os.umask(0)
+    os.umask(umask)
     try:
         yield tmp
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's directory is private; give it the mode a plain mkdir would
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's directory is private; give it the mode of a mkdir
         if path.exists(): os.replace(path, old)
         os.replace(tmp, path)
         if old.exists(): shutil.rmtree(old)
@@ -274,17 +310,21 @@ def run_proxy(sz:int=16, # width of `Block`, and the number of classes
               plot:str=None, # save the learning curve to this PNG file
              ):
     "Train `Block` on the proxy task and print its learning curve."
-    if plot and not Path(plot).parent.is_dir(): raise FileNotFoundError(f"plot={plot}: {Path(plot).parent} does not exist: create it first")
+    if plot and not Path(plot).parent.is_dir():
+        raise FileNotFoundError(f"plot={plot}: {Path(plot).parent} does not exist: create it first")
     set_seed(seed)
     data, m = proxy_task(sz=sz, seed=seed), Block(sz)
     loss0 = check_loss_at_init(m, data.xv, data.yv)
-    print(f"Block({sz}): {count_params(m)}\nloss at init {loss0:.3f} (ln {sz} = {math.log(sz):.3f})")
+    print(f"Block({sz}): {count_params(m)}")
+    print(f"loss at init {loss0:.3f} (ln {sz} = {math.log(sz):.3f})")
     res = fit_proxy(m, data, steps=steps, lr=lr, bs=bs, seed=seed)
     print(f"{'step':>6} {'valid loss':>11} {'accuracy':>9}")
     for step, loss, acc in res['valid']: print(f"{step:>6} {loss:>11.4f} {acc:>9.3f}")
     if plot:
-        import matplotlib; matplotlib.use('Agg')
-        ax = plot_curves(res['train'], res['valid'], title=f'Block({sz}) on the proxy task')
-        with atomic_path(plot) as t: ax.figure.savefig(t, format='png', dpi=120, bbox_inches='tight')
+        from matplotlib.figure import Figure  # not pyplot: no backend switched, no figure left open
+        ax = Figure(figsize=(6, 3.5)).subplots()
+        plot_curves(res['train'], res['valid'], ax=ax, title=f'Block({sz}) on the proxy task')
+        with atomic_path(plot) as t:
+            ax.figure.savefig(t, format='png', dpi=120, bbox_inches='tight')
         print(f"saved {plot}")
     return res

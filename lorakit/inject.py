@@ -23,19 +23,22 @@ def lora_class(m:nn.Module):
     return next((lora_classes[c] for c in type(m).__mro__ if c in lora_classes), None)
 
 def _matcher(spec, what:str):
-    "A predicate on module names: a list of names (exact, or a suffix after a dot), or a regex string (full match)."
+    "A test of module names: a list of names (exact, or a suffix after a dot), or a regex (full)."
     if spec is None: return lambda n: False
     if isinstance(spec, str):
         try: rx = re.compile(spec)
-        except re.error as e: raise ValueError(f"{what} {spec!r} is not a valid regular expression ({e}); pass a list to match names literally") from e
+        except re.error as e:
+            raise ValueError(f"{what} {spec!r} is not a valid regular expression ({e}); "
+                             "pass a list to match names literally") from e
         return lambda n: rx.fullmatch(n) is not None
     names = list(spec)
     if not names or not all(isinstance(o, str) and o for o in names):
-        raise ValueError(f"{what} must be 'all-linear', a regex string, or a non-empty list of module names; got {spec!r}")
+        raise ValueError(f"{what} must be 'all-linear', a regex string, "
+                         f"or a non-empty list of module names; got {spec!r}")
     return lambda n: any(n == t or n.endswith('.'+t) for t in names)
 
 def output_head(model:nn.Module)->str|None:
-    "Name of the module that maps hidden states to outputs: `get_output_embeddings()`, or one named `lm_head`."
+    "The module that gives the outputs: `get_output_embeddings()`, or one named `lm_head`."
     f = getattr(model, 'get_output_embeddings', None)
     head = f() if callable(f) else None
     for n,m in model.named_modules():
@@ -43,7 +46,7 @@ def output_head(model:nn.Module)->str|None:
 
 # %% ../nbs/02_inject.ipynb #a40aae27
 def _no_match(model, targets, exclude)->str:
-    "An error message for targets that matched nothing, with the nearest wrappable layer names of `model`."
+    "The error for targets that matched nothing, with the nearest wrappable layer names of `model`."
     names = [n for n,m in model.named_modules() if lora_class(m) and n]
     short = sorted({n.split('.')[-1] for n in names})
     asked = [targets] if isinstance(targets, str) else list(targets)
@@ -51,23 +54,30 @@ def _no_match(model, targets, exclude)->str:
     near = list(dict.fromkeys(near))  # closest first, without repeats
     after = f" (after exclude={exclude!r})" if exclude is not None else ""
     return (f"targets={targets!r} matched no linear layer in {type(model).__name__}{after}. "
-            f"Nearest names: {near or short[:8]}. The model's linear layers are named like: {names[:3]}")
+            f"Nearest names: {near or short[:8]}. "
+            f"The model's linear layers are named like: {names[:3]}")
 
 # %% ../nbs/02_inject.ipynb #57fc978d
-_bypass_forward = (nn.MultiheadAttention,)  # parents that use a child Linear's weight directly, never its forward
+# parents that use a child Linear's weight directly, never its forward
+_bypass_forward = (nn.MultiheadAttention,)
 
 def _check_reached(model:nn.Module, names:list[str]):
-    "Raise if a layer in `names` sits in a module that reads its weight without calling its `forward`."
-    bad = [n for n in names if isinstance(model.get_submodule(n.rpartition('.')[0]), _bypass_forward)]
-    if bad: raise ValueError(f"{bad[:4]} {'is' if len(bad) == 1 else 'are'} inside nn.MultiheadAttention, which reads the weight directly and never calls "
-                             f"the layer's forward, so LoRA there would be silently ignored: leave it out with exclude={bad!r}")
+    "Raise if a layer in `names` is in a module that reads its weight, never calling its `forward`."
+    parent = lambda n: model.get_submodule(n.rpartition('.')[0])
+    bad = [n for n in names if isinstance(parent(n), _bypass_forward)]
+    if bad:
+        raise ValueError(f"{bad[:4]} {'is' if len(bad) == 1 else 'are'} "
+                         "inside nn.MultiheadAttention, "
+                         "which reads the weight directly and never calls the layer's forward, "
+                         "so LoRA there would be silently ignored: "
+                         f"leave it out with exclude={bad!r}")
 
 # %% ../nbs/02_inject.ipynb #9e7cc799
 def find_targets(model:nn.Module, # the model to search
-                 targets='all-linear', # 'all-linear', a regex string (full match), or a list of names or name suffixes
-                 exclude=None, # a regex string or a list of names, removed from what `targets` picks
+                 targets='all-linear', # 'all-linear', a full-match regex, or names or name suffixes
+                 exclude=None, # a regex or a list of names, removed from what `targets` picks
                 )->list[str]:
-    "Names of the linear layers of `model` (those in `lora_classes`) that `targets` picks and `exclude` doesn't."
+    "Names of the layers of `model` (of `lora_classes`) that `targets` picks and `exclude` doesn't."
     mods = {n:m for n,m in model.named_modules() if n}
     if isinstance(targets, str) and targets == 'all-linear':
         head = output_head(model)
@@ -76,8 +86,10 @@ def find_targets(model:nn.Module, # the model to search
         hit = _matcher(targets, 'targets')
         picked = [n for n in mods if hit(n)]
         bad = [f"{n} ({type(mods[n]).__name__})" for n in picked if not lora_class(mods[n])]
-        if bad: raise ValueError(f"targets={targets!r} matched modules LoRA can't wrap: {bad[:4]}. "
-                                 f"It wraps {', '.join(c.__name__ for c in lora_classes)}: name the linear layers inside them instead")
+        if bad:
+            raise ValueError(f"targets={targets!r} matched modules LoRA can't wrap: {bad[:4]}. "
+                             f"It wraps {', '.join(c.__name__ for c in lora_classes)}: "
+                             "name the linear layers inside them instead")
     skip = _matcher(exclude, 'exclude')
     picked = [n for n in picked if not skip(n)]
     if not picked: raise ValueError(_no_match(model, targets, exclude))
@@ -96,7 +108,7 @@ def set_module(model:nn.Module, name:str, m:nn.Module):
 
 # %% ../nbs/02_inject.ipynb #e6b395bb
 def add_lora(model:nn.Module, # the model to adapt, in place
-             targets='all-linear', # 'all-linear', a regex string (full match), or a list of names or name suffixes
+             targets='all-linear', # 'all-linear', a full-match regex, or names or name suffixes
              r:int=8, # LoRA rank
              alpha:float=16, # LoRA alpha; the update is scaled by alpha/r
              dropout:float=0., # dropout on the LoRA path's input
@@ -105,16 +117,19 @@ def add_lora(model:nn.Module, # the model to adapt, in place
              init:str='kaiming', # init of A: 'kaiming' or 'gaussian'
              dtype:torch.dtype|None=None, # dtype of A and B; default: each base weight's
             )->nn.Module:
-    "Wrap the linear layers of `model` that `targets` picks in `LoRALinear` (or the class `lora_classes` names), freeze the rest, and return `model`."
+    "Wrap the layers of `model` that `targets` picks in `LoRALinear`, freeze the rest, return it."
     have = list(lora_modules(model))
-    if have: raise ValueError(f"model already has LoRA on {len(have)} layers ({have[0]}, …): call unload_lora(model) first, merging or not")
+    if have:
+        raise ValueError(f"model already has LoRA on {len(have)} layers ({have[0]}, …): "
+                         "call unload_lora(model) first, merging or not")
     names = find_targets(model, targets, exclude)
     mods = {n: model.get_submodule(n) for n in names}
     for m in mods.values(): check_lora_args(m, r, alpha, dropout, init, lora_class(m).base_type)
     new = {n: lora_class(m)(m, r, alpha, dropout, rslora, init, dtype) for n,m in mods.items()}
     model.requires_grad_(False)
     for n,m in new.items():
-        m.A.requires_grad_(True); m.B.requires_grad_(True)
+        m.A.requires_grad_(True)
+        m.B.requires_grad_(True)
         set_module(model, n, m)
     return model
 
@@ -139,7 +154,7 @@ class LoRASummary(NamedTuple):
         return '\n'.join(lines + [repr(self.counts)])
 
 def lora_summary(model:nn.Module)->LoRASummary:
-    "Each `LoRALinear` of `model` as (name, in, out, r, scale, LoRA params), and the model's parameter counts."
+    "Each `LoRALinear` of `model` as (name, in, out, r, scale, params), and the model's counts."
     rows = [(n, m.base.in_features, m.base.out_features, m.r, m.scale, m.A.numel() + m.B.numel())
             for n,m in lora_modules(model).items()]
     return LoRASummary(rows, count_params(model))
@@ -158,9 +173,9 @@ def unmerge_lora(model:nn.Module)->nn.Module:
     return model
 
 def unload_lora(model:nn.Module, # the model to strip, in place
-                merge:bool=True, # fold each update into its base weight; False gives back the original weights
+                merge:bool=True, # fold each update into its base weight; False: restore the base
                )->nn.Module:
-    "Replace every `LoRALinear` of `model` by its base layer, merged or restored, and return `model`."
+    "Replace every `LoRALinear` of `model` by its base layer, merged or restored; return `model`."
     (merge_lora if merge else unmerge_lora)(model)
     for n,m in lora_modules(model).items(): set_module(model, n, m.base)
     return model

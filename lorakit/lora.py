@@ -17,7 +17,7 @@ def lora_scale(r:int, # LoRA rank
                alpha:float, # LoRA alpha
                rslora:bool=False, # rank-stabilized scaling, alpha/sqrt(r)
               )->float:
-    "The LoRA scale: `alpha/r` (Hu et al. 2021), or `alpha/sqrt(r)` with `rslora` (Kalajdzievski 2023)."
+    "The LoRA scale: `alpha/r` (Hu et al. 2021), `alpha/sqrt(r)` with `rslora` (Kalajdzievski 2023)"
     return alpha / (math.sqrt(r) if rslora else r)
 
 # %% ../nbs/01_lora.ipynb #87ed0318
@@ -32,11 +32,14 @@ def check_lora_args(base:nn.Module, # the layer to wrap
                    ):
     "Raise a ValueError that says what is allowed, for any argument `LoRALinear` can't take."
     if not isinstance(base, base_type):
-        raise ValueError(f"expected a {base_type.__name__} layer to wrap, got {type(base).__name__}: pass the layer itself, e.g. model.q_proj")
+        raise ValueError(f"expected a {base_type.__name__} layer to wrap, "
+                         f"got {type(base).__name__}: pass the layer itself, e.g. model.q_proj")
     n = min(base.in_features, base.out_features)
     if isinstance(r, bool) or not isinstance(r, int) or not 0 < r <= n:
-        raise ValueError(f"r must be an int in [1, {n}], i.e. at most min(in_features, out_features); got {r!r}")
-    if not alpha > 0: raise ValueError(f"alpha must be > 0, got {alpha!r}; alpha = r or 2*r are common choices")
+        raise ValueError(f"r must be an int in [1, {n}], "
+                         f"i.e. at most min(in_features, out_features); got {r!r}")
+    if not alpha > 0:
+        raise ValueError(f"alpha must be > 0, got {alpha!r}; alpha = r or 2*r are common choices")
     if not 0 <= dropout < 1: raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
     if init not in _inits: raise ValueError(f"init must be one of {_inits}, got {init!r}")
 
@@ -70,12 +73,13 @@ class LoRALinear(nn.Module):
         h = F.linear(self.dropout(x).to(self.A.dtype), self.A)
         if h.dtype != y.dtype: return y + (self.scale * F.linear(h, self.B)).to(y.dtype)
         # y + scale * (h @ B.T) as one BLAS call, instead of a matmul, a multiply and an add
-        return torch.addmm(y.reshape(-1, y.shape[-1]), h.reshape(-1, self.r), self.B.T, alpha=self.scale).view(y.shape)
+        y2, h2 = y.reshape(-1, y.shape[-1]), h.reshape(-1, self.r)
+        return torch.addmm(y2, h2, self.B.T, alpha=self.scale).view(y.shape)
 
 # %% ../nbs/01_lora.ipynb #e448735a
 @patch
 def reset_lora(self:LoRALinear, init:str='kaiming'):
-    "Draw `A` afresh (Kaiming-uniform, or Gaussian with std 1/r) and zero `B`, so the update starts at 0."
+    "Draw `A` afresh (Kaiming-uniform, or Gaussian with std 1/r) and zero `B`: ΔW starts at 0."
     if init not in _inits: raise ValueError(f"init must be one of {_inits}, got {init!r}")
     with torch.no_grad():
         if init == 'kaiming': nn.init.kaiming_uniform_(self.A, a=math.sqrt(5))
@@ -84,7 +88,8 @@ def reset_lora(self:LoRALinear, init:str='kaiming'):
 
 @patch
 def extra_repr(self:LoRALinear):
-    return f"r={self.r}, alpha={self.alpha}, scale={self.scale:.4g}, rslora={self.rslora}, merged={self.merged}"
+    return (f"r={self.r}, alpha={self.alpha}, scale={self.scale:.4g}, "
+            f"rslora={self.rslora}, merged={self.merged}")
 
 # %% ../nbs/01_lora.ipynb #523a3290
 @patch(as_prop=True)
@@ -112,13 +117,16 @@ def _add_delta(self:LoRALinear, sign:int):
 @patch
 def merge(self:LoRALinear):
     "Add ΔW into the base weight in place; `forward` then skips the LoRA path."
-    if self.merged: raise RuntimeError("this LoRALinear is already merged: call unmerge() before merging again")
-    self._add_delta(+1); self.merged = True
+    if self.merged:
+        raise RuntimeError("this LoRALinear is already merged: call unmerge() before merging again")
+    self._add_delta(+1)
+    self.merged = True
     return self
 
 @patch
 def unmerge(self:LoRALinear):
     "Subtract ΔW from the base weight again, restoring the unmerged layer."
     if not self.merged: raise RuntimeError("this LoRALinear is not merged: nothing to unmerge")
-    self._add_delta(-1); self.merged = False
+    self._add_delta(-1)
+    self.merged = False
     return self

@@ -9,7 +9,7 @@ Material for MkDocs, and mkdocs-jupyter renders each notebook with the outputs c
 landing page, each notebook is a page in reading order, and every exported symbol is documented twice: right after
 the cell that defines it, as nbdev's `show_doc` places it, and on its module's API page, which search indexes.
 """
-import argparse, ast, inspect, json, importlib, os, re, shutil, subprocess, sys, tempfile
+import argparse, ast, html, inspect, json, importlib, os, re, shutil, subprocess, sys, tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,16 +34,55 @@ def title(nb:dict, fallback:str)->str:
     return fallback
 
 # ---- show_doc, rendered to markdown from docments ----
-def _fmt(v)->str: return '' if v is inspect.Parameter.empty else f'`{v!r}`' if not isinstance(v, type) else f'`{v.__name__}`'
+class _Named:
+    "A default shown by its name: `loss_fn=cross_entropy`, not `<function cross_entropy at 0x7fb4...>`."
+    def __init__(self, name:str): self.name = name
+    def __repr__(self): return self.name
+
+def _shown(v):
+    "A parameter's default as the docs show it: no memory address, which differs from build to build."
+    if v is inspect.Parameter.empty: return v
+    if inspect.isfunction(v) or inspect.isclass(v) or inspect.isbuiltin(v): return _Named(v.__qualname__)
+    return _Named(f'{type(v).__qualname__}()') if re.search(r' at 0x[0-9a-f]+>$', repr(v)) else v
+
+def _fmt(v)->str: return '' if v is inspect.Parameter.empty else f'`{_shown(v)!r}`'
+
+def _unquote(s:str)->str:
+    "Annotations as written: the modules use `from __future__ import annotations`, so they are strings (ForwardRefs in a NamedTuple)."
+    s = re.sub(r"""ForwardRef\((['"])(.*?)\1(?:, module=[^)]*)?\)""", r'\2', s)
+    return re.sub(r'''(: |-> )(['"])(.*?)\2(?=[,)=\s]|$)''', r'\1\3', s)
 
 def _anno(a)->str:
     if a is inspect.Parameter.empty or a is None: return ''
-    return a.__name__ if isinstance(a, type) else str(a).replace('typing.', '')
+    return a.__name__ if isinstance(a, type) else _unquote(str(a).replace('typing.', ''))
+
+SIG_WIDTH = 100  # the project's longest line of code: a longer signature gets a line per parameter
+
+def signature_md(kind:str, name:str, sig)->str:
+    "`def name(...)->...:` as Python prints it, on one line if it fits in `SIG_WIDTH`, else one parameter a line."
+    P, ps, out = inspect.Parameter, list(sig.parameters.values()), []
+    for i, p in enumerate(ps):  # the `*` and `/` markers, as `inspect.Signature.__str__` places them
+        if p.kind == P.KEYWORD_ONLY and (i == 0 or ps[i-1].kind not in (P.KEYWORD_ONLY, P.VAR_POSITIONAL)): out.append('*')
+        out.append(_unquote(str(p.replace(default=_shown(p.default)))))
+        if p.kind == P.POSITIONAL_ONLY and (i+1 == len(ps) or ps[i+1].kind != P.POSITIONAL_ONLY): out.append('/')
+    ret = '' if sig.return_annotation is sig.empty else _unquote(f' -> {inspect.formatannotation(sig.return_annotation)}')
+    end = ret + (':' if kind == 'def' else '')
+    one = f'{kind} {name}({", ".join(out)}){end}'
+    return one if len(one) <= SIG_WIDTH else '\n'.join([f'{kind} {name}('] + [f'    {a},' for a in out] + [f'){end}'])
+
+def own_doc(obj, cls=None)->str|None:
+    "The docstring of `obj`, or of the method it overrides in a lorakit class: never torch's text for `forward`."
+    if obj.__doc__: return inspect.cleandoc(obj.__doc__)
+    for base in (cls.__mro__[1:] if cls is not None else ()):
+        f = vars(base).get(obj.__name__)
+        f = getattr(f, '__func__', f)
+        if getattr(f, '__doc__', None): return inspect.cleandoc(f.__doc__) if base.__module__.startswith('lorakit') else None
+    return None
 
 def _cell(s:str)->str: return s.replace('|', '\\|').replace('\n', ' ')
 
-def show_doc_md(obj, name:str, level:int=3)->str:
-    "Markdown for one symbol: heading with a source link, signature, docstring, and a table of its docments."
+def show_doc_md(obj, name:str, level:int=3, cls=None)->str:
+    "Markdown for one symbol (a method of `cls`): heading with a source link, signature, docstring, and a table of its docments."
     from fastcore.docments import docments
     kind = 'class' if inspect.isclass(obj) else 'def'
     try: src_file, line = inspect.getsourcefile(obj), inspect.getsourcelines(obj)[1]
@@ -54,19 +93,19 @@ def show_doc_md(obj, name:str, level:int=3)->str:
     except (TypeError, ValueError): sig = None
     out = [f"{'#'*level} {name}", ''] + ([link, ''] if link else [])
     if sig is not None:
-        params = [p for p in sig.parameters.values() if p.name != 'self']
-        sig_s = str(sig.replace(parameters=params)) if kind == 'class' else str(sig)
-        # the modules use `from __future__ import annotations`, so annotations are strings: show them as written
-        sig_s = re.sub(r'''(: |-> )(['"])(.*?)\2(?=[,)=\s]|$)''', r'\1\3', sig_s)
-        out += ['```python', f'{kind} {name}{sig_s}' + (':' if kind == 'def' else ''), '```', '']
-    doc = inspect.getdoc(obj)
+        if kind == 'class': sig = sig.replace(parameters=[p for p in sig.parameters.values() if p.name != 'self'])
+        out += ['```python', signature_md(kind, name, sig), '```', '']
+    doc = own_doc(obj, cls)
     if doc: out += [doc, '']
     try: dm = docments(f, full=True) if sig is not None else {}
     except Exception: dm = {}
-    rows = [(k, v) for k, v in dm.items() if k not in ('self', 'return') and (v.get('docment') or v.get('anno') is not inspect.Parameter.empty)]
+    # the types as declared: docments fills an unannotated parameter's with its default's (`NoneType` for None)
+    declared = {k: p.annotation for k, p in sig.parameters.items()} if sig is not None else {}
+    rows = [(k, v, declared.get(k, inspect.Parameter.empty)) for k, v in dm.items() if k not in ('self', 'return')]
+    rows = [(k, v, a) for k, v, a in rows if v.get('docment') or a is not inspect.Parameter.empty]
     if rows:
         out += ['| | Type | Default | Details |', '|---|---|---|---|']
-        out += [f"| **{k}** | {_cell(_anno(v['anno']))} | {_cell(_fmt(v['default']))} | {_cell(v.get('docment') or '')} |" for k, v in rows]
+        out += [f"| **{k}** | {_cell(_anno(a))} | {_cell(_fmt(v['default']))} | {_cell(v.get('docment') or '')} |" for k, v, a in rows]
         ret = dm.get('return', {})
         if ret and (ret.get('docment') or ret.get('anno') not in (inspect.Parameter.empty, None)):
             out += [f"| **Returns** | {_cell(_anno(ret['anno']))} | | {_cell(ret.get('docment') or '')} |"]
@@ -80,12 +119,12 @@ def exported_names(src:str)->list:
     return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) and not n.name.startswith('_')]
 
 def methods_md(cls, name:str)->str:
-    "Public methods the class defines itself, with docstrings."
+    "Public methods the class defines itself, with docstrings of lorakit's own."
     parts = []
     for k, v in vars(cls).items():
         if k.startswith('_') or not (inspect.isfunction(v) or isinstance(v, (staticmethod, classmethod))): continue
         fn = v.__func__ if isinstance(v, (staticmethod, classmethod)) else v
-        if inspect.getdoc(fn): parts.append(show_doc_md(fn, f'{name}.{k}', level=4))
+        if own_doc(fn, cls): parts.append(show_doc_md(fn, f'{name}.{k}', level=4, cls=cls))
     return '\n'.join(parts)
 
 # ---- the pages ----
@@ -131,20 +170,41 @@ def readme_page()->str:
     txt = re.sub(r'\]\(nbs/([^)]+\.ipynb)\)', r'](\1)', txt)
     return tex_to_mathml(re.sub(r'\]\((?!https?://|#|[^)]+\.ipynb\))([^)]+)\)', lambda m: f']({REPO}/{m[1]})', txt))
 
-def fix_toc(page:Path):
-    "Point a notebook page's table of contents at its headings' ids."
-    # mkdocs-jupyter builds the table of contents with Python-Markdown's slugs and the page with nbconvert's, which
-    # differ for headings with code in them (`LoRALinear` is '_1' in one and 'loralinear' in the other). Both list the
-    # same headings in the same order, so the n-th entry of the contents is the n-th heading of the article.
-    html = page.read_text()
-    art = html[html.find('<article'):html.find('</article>')]
-    heads = re.findall(r'<h([1-6]) id="([^"]+)"', art)
-    toc = list(dict.fromkeys(re.findall(r'<a href="#([^"]*)" class="md-nav__link">', html)))
-    heads = [i for lvl, i in heads if len(heads) == len(toc) or lvl != '1']  # the page's title may stay out of it
-    if len(toc) != len(heads): sys.exit(f'build_docs: {page}: {len(toc)} entries in the contents, {len(heads)} headings')
-    fix = {t: h for t, h in zip(toc, heads) if t != h}
-    html = re.sub(r'href="#([^"]*)" class="md-nav__link"', lambda m: f'href="#{fix.get(m[1], m[1])}" class="md-nav__link"', html)
-    page.write_text(html)
+# ---- a mkdocs hook (mkdocs.yml names this file): each notebook page's contents, from the page's own headings ----
+# mkdocs-jupyter builds a notebook's table of contents from a markdown copy of it with every `code span` cut out, so
+# "## `LoRALinear`" was a blank entry, and with Python-Markdown's slugs, which differ from the ids nbconvert gives the
+# headings. nbconvert doesn't make its ids unique either: the section "`LoRALinear`" and the show_doc heading
+# "LoRALinear" were both #loralinear, so both entries led to the first. The contents are rebuilt here from the
+# headings as drawn, before the search plugin indexes the page's sections by them.
+_HEAD = re.compile(r'<h([1-6]) id="([^"]*)">(.*?)<a class="anchor-link" href="#[^"]*">¶</a></h\1>', re.S)
+
+def heading_text(inner:str)->str: return html.unescape(re.sub(r'<[^>]+>', '', inner)).strip()
+
+def on_page_content(content:str, page, **kw)->str:
+    "A notebook page with unique heading ids, and its table of contents built from its headings' ids and text."
+    if not page.file.src_path.endswith('.ipynb'): return content
+    from markdown.extensions.toc import nest_toc_tokens
+    from mkdocs.structure.toc import get_toc
+    seen, tokens = set(), []
+    def one(m):
+        lvl, uid, inner = int(m[1]), m[2], m[3]
+        n = 0
+        while uid in seen:
+            n += 1
+            uid = f'{m[2]}_{n}'
+        seen.add(uid)
+        tokens.append(dict(level=lvl, id=uid, name=html.escape(heading_text(inner)), children=[]))
+        return f'<h{lvl} id="{uid}">{inner}<a class="anchor-link" href="#{uid}">¶</a></h{lvl}>'
+    n_heads = content.count('class="anchor-link"')
+    content = _HEAD.sub(one, content)
+    if len(tokens) != n_heads:
+        raise SystemExit(f'build_docs: {page.file.src_path}: read {len(tokens)} of its {n_heads} headings: '
+                         'nbconvert draws them another way now; fix _HEAD')
+    # down to h3, as nbdev's Quarto sites: sections and symbols, not every method (their page is the API page)
+    page.toc = get_toc(nest_toc_tokens([t for t in tokens if t['level'] <= 3]))
+    h1 = next((t['name'] for t in tokens if t['level'] == 1), None)
+    if h1: page.title = html.unescape(h1)
+    return content
 
 _CODE = re.compile(r'(```.*?```|`[^`\n]*`)', re.S)
 _MATH = re.compile(r'\$\$(.+?)\$\$|(?<![\\$\w])\$(?=\S)([^$\n]+?)(?<=\S)\$(?![\w$])', re.S)
@@ -164,7 +224,9 @@ docs_dir: docs
 theme:
   name: material
   font: false          # Material fetches Google Fonts by default; the site must work offline
-  features: [navigation.top, search.highlight, content.code.copy]
+  # toc.integrate: the page's contents join the site's in the left column, so the text column is wide enough
+  # for 100-character lines of code at 1280 px
+  features: [navigation.top, search.highlight, content.code.copy, toc.integrate]
 plugins:
   - search
   - mkdocs-jupyter:
@@ -173,6 +235,7 @@ plugins:
       execute: false
       allow_errors: false
       include_requirejs: false
+      no_prompt: true      # 'In [ ]:' beside every cell: not run here, and 70 px the code needs
 markdown_extensions:
   - tables
   - admonition
@@ -181,6 +244,11 @@ markdown_extensions:
   - pymdownx.superfences
 validation:
   links: {not_found: warn, anchors: warn, unrecognized_links: warn}
+"""
+
+# The code in a notebook's markdown cells (show_doc's signatures) at the size of its code cells, 13 px: at the
+# theme's 16 px a 100-character line is wider than the column.
+CSS = """.md-typeset .jupyter-wrapper .jp-RenderedMarkdown pre { font-size: var(--jp-code-font-size, 13px); }
 """
 
 MARK = '.lorakit-site'  # in every built site: a directory without it is not ours to replace
@@ -194,6 +262,7 @@ def build(out:Path=SITE, strict:bool=True):
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp); docs = tmp/'docs'; (docs/'api').mkdir(parents=True)
         (docs/'index.md').write_text(readme_page())
+        (docs/'lorakit.css').write_text(CSS)
         nav_nbs, nav_api = [], []
         for p in notebooks():
             nb = json.loads(p.read_text())
@@ -208,12 +277,13 @@ def build(out:Path=SITE, strict:bool=True):
         import yaml
         cfg = yaml.safe_load(MKDOCS)
         cfg['nav'] = [{'Home': 'index.md'}, {'Notebooks': nav_nbs}, {'API': nav_api}]
+        cfg['hooks'] = [str(Path(__file__).resolve())]  # on_page_content, above
+        cfg['extra_css'] = ['lorakit.css']
         (tmp/'mkdocs.yml').write_text(yaml.safe_dump(cfg, sort_keys=False))
         staged = tmp/'site'
         cmd = [sys.executable, '-m', 'mkdocs', 'build', '-q', '-f', str(tmp/'mkdocs.yml'), '-d', str(staged)] + (['--strict'] if strict else [])
         r = subprocess.run(cmd, cwd=tmp)
         if r.returncode: sys.exit(f'build_docs: mkdocs build failed (exit {r.returncode}); the messages above name the page')
-        for p in notebooks(): fix_toc(staged/p.stem/'index.html')
         (staged/MARK).write_text('built by tools/build_docs.py\n')
         # _site is replaced only by a complete build
         old = out.with_name(out.name + '.old')

@@ -3,12 +3,16 @@
 
     python tools/build_docs.py && python tools/check_site.py
 
-For each page it checks that the page loads without a console error, a page error or a failed request (the site
-must work offline), that every image has rendered (natural width > 0), that every notebook page shows as many
-images as its notebook holds, and that no TeX is left as text outside code. It checks that every link within the site leads to a page that exists, and, where the
-link names an anchor, to an element with that id. Then it types exported symbols into the search box and checks
-that the results name them. It writes two screenshots, of the landing page and of a notebook page, to
-`_site/screenshots/`. It uses Debian's Chromium (`apt-get install chromium`) through Playwright, and downloads nothing.
+For each page, in a 1280x900 window, it checks that the page loads without a console error, a page error or a
+failed request (the site must work offline), that every image has rendered (natural width > 0), that every notebook
+page shows as many images as its notebook holds, that no TeX is left as text outside code, that each entry of the
+page's table of contents reads as the heading it links to, that no id is on two elements, and that no memory address
+(`<function f at 0x7f...>`) is shown. On notebook and API pages, no block of code may need sideways scrolling (the
+project's lines are at most 100 characters) or be shown under 13 px; a cell's outputs wrap instead. It checks that
+every link within the site leads to a page that exists, and, where the link names an anchor, to an element with
+that id. Then it types exported symbols into the search box and checks that the results name them. It writes
+screenshots of the landing page and of two notebook pages to `_site/screenshots/`. It uses Debian's Chromium
+(`apt-get install chromium`) through Playwright, and downloads nothing.
 """
 import argparse, functools, http.server, json, os, shutil, sys, threading
 from pathlib import Path
@@ -19,6 +23,27 @@ SITE = ROOT/'_site'
 CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
                  '--disable-component-update', '--disable-sync']
 SEARCHES = ['TrainConfig', 'quantize_nf4', 'load_tokenizer']  # exported symbols from three notebooks
+
+# The page's table of contents, entry by entry: its text and the text of the heading it links to (less the heading's
+# permalink), whitespace normalized. mkdocs-jupyter once left "`LoRALinear`" a blank entry and the links still worked.
+TOC_JS = r"""() => { const norm = s => s.replace(/\s+/g, ' ').trim();
+  return [...document.querySelectorAll('.md-nav--secondary a.md-nav__link[href^="#"]')].map(a => {
+    const id = decodeURIComponent(a.getAttribute('href').slice(1)), h = document.getElementById(id);
+    if (!h) return [norm(a.textContent), id, null];
+    const c = h.cloneNode(true); c.querySelectorAll('a.headerlink, a.anchor-link').forEach(e => e.remove());
+    return [norm(a.textContent), id, norm(c.textContent)]; }); }"""
+# Ids that more than one element carries: a link or a contents entry to the second leads to the first.
+DUP_IDS_JS = r"""() => { const n = {}; document.querySelectorAll('article [id]').forEach(e => n[e.id] = (n[e.id] || 0) + 1);
+  return Object.keys(n).filter(k => n[k] > 1); }"""
+# Code the reader has to scroll sideways to read: every block of code in the article except a cell's outputs (a
+# notebook's outputs wrap, as in JupyterLab: a traceback or a long printed line is read whole, not scrolled).
+# [first line, longest line's length] of each block that is wider than the box it is shown in.
+WIDE_CODE_JS = r"""() => [...document.querySelectorAll('article pre')].filter(p => !p.closest('.jp-OutputArea'))
+  .filter(p => [p.parentElement, p, ...p.children].some(e => e.scrollWidth > e.clientWidth + 1))
+  .map(p => { const ls = p.textContent.split('\n'); return [ls.find(l => l.trim()) || '', Math.max(...ls.map(l => l.length))]; })"""
+ADDRESS_JS = r"""() => (document.querySelector('article')?.innerText.match(/.{0,40}\bat 0x[0-9a-f]{6,}/g) || [])"""
+CODE_PX = 13  # the least font size, in px, that code may be shown in
+CODE_FONT_JS = r"""() => [...document.querySelectorAll('article pre')].map(p => parseFloat(getComputedStyle(p.querySelector('code') || p).fontSize))"""
 
 def find_chromium():
     for c in (os.environ.get('CHROMIUM'), '/usr/bin/chromium', shutil.which('chromium'), shutil.which('chromium-browser')):
@@ -78,6 +103,16 @@ def check(site:Path=SITE, shots:Path=None)->list:
                     return c.textContent.match(/\$[^$\n]*\\[a-zA-Z]+[^$\n]*\$/g) || []; }""")
                 problems += [f'{u or "/"}: TeX shown as text, not drawn: {t[:60]}' for t in tex]
                 ids[u] = set(page.eval_on_selector_all('[id]', 'els => els.map(e => e.id)'))
+                for text, id_, head in page.evaluate(TOC_JS):
+                    if head is None: problems.append(f'{u or "/"}: contents entry {text!r} links to no heading (#{id_})')
+                    elif text != head: problems.append(f'{u or "/"}: contents entry {text!r} links to the heading {head!r} (#{id_})')
+                problems += [f'{u or "/"}: the id #{i} is on more than one element' for i in page.evaluate(DUP_IDS_JS)]
+                problems += [f'{u or "/"}: a memory address, different in every build: {t.strip()}' for t in page.evaluate(ADDRESS_JS)]
+                if nb_images(u) is not None or u.startswith('api/'):  # notebook and API pages
+                    for first, n in page.evaluate(WIDE_CODE_JS):
+                        problems.append(f'{u}: code scrolls sideways at 1280 px (longest line {n} chars): {first.strip()[:70]}')
+                    small = [px for px in page.evaluate(CODE_FONT_JS) if px < CODE_PX]
+                    if small: problems.append(f'{u}: {len(small)} code blocks in a font under {CODE_PX} px ({min(small)} px)')
                 for href in page.eval_on_selector_all('a[href]', 'els => els.map(a => a.href)'):
                     if href.startswith(base): links.append((u, href))
             # internal links: the page exists, and so does the anchor
@@ -104,8 +139,12 @@ def check(site:Path=SITE, shots:Path=None)->list:
             page.goto(base + '07_train/', wait_until='load'); page.screenshot(path=shots/'07_train.png', full_page=False)
             page.evaluate("document.querySelector('.jp-OutputArea img').scrollIntoView()")
             page.screenshot(path=shots/'07_train_curves.png')
+            page.goto(base + '01_lora/', wait_until='load')  # a page of code: 100-character lines, no scrollbars
+            page.evaluate("document.getElementById('loralinear').scrollIntoView()")
+            page.screenshot(path=shots/'01_lora_code.png')
             browser.close()
     finally: srv.shutdown()
+    problems = list(dict.fromkeys(problems))  # a page may draw its contents twice (the sidebar, and the drawer)
     print(f'check_site: {len(urls)} pages, {len(set(links))} internal links, {len(SEARCHES)} searches; screenshots in {shots}')
     return problems
 
