@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_model.ipynb #d0b06ac8
 from __future__ import annotations
-import contextlib, functools, importlib.util, inspect, io, json, math, os, tempfile
+import contextlib, functools, importlib.util, inspect, io, json, math, numbers, os, tempfile
 import numpy as np
 from dataclasses import dataclass, asdict, fields
 from pathlib import Path
@@ -22,8 +22,9 @@ from .qlora import NF4Linear
 
 # %% auto #0
 __all__ = ['LlamaConfig', 'RMSNorm', 'rope_frequencies', 'rope', 'Attention', 'MLP', 'DecoderLayer', 'KVCache', 'doc_positions',
-           'doc_mask', 'Llama', 'top_p_mask', 'generate', 'smollm2_checkpoint', 'gguf_name', 'dequant_q8_0',
-           'dequant_q4_0', 'dequant_q4_1', 'GGUFFile', 'gguf_config', 'gguf_checkpoint']
+           'doc_mask', 'pad_positions', 'pad_mask', 'Llama', 'tensor_shapes', 'top_p_mask', 'generate',
+           'smollm2_checkpoint', 'gguf_name', 'dequant_q8_0', 'dequant_q4_0', 'dequant_q4_1', 'GGUFFile', 'gguf_config',
+           'gguf_checkpoint']
 
 # %% ../nbs/05_model.ipynb #670325e0
 @dataclass
@@ -38,7 +39,9 @@ class LlamaConfig:
     max_position_embeddings:int=512
     rms_norm_eps:float=1e-6
     rope_theta:float=10000.0
-    rope_scaling:dict|None=None # None, or Llama 3's {'rope_type': 'llama3', 'factor', 'low_freq_factor', 'high_freq_factor', 'original_max_position_embeddings'}
+    # None, or Llama 3's {'rope_type': 'llama3', 'factor', 'low_freq_factor', 'high_freq_factor',
+    # 'original_max_position_embeddings'}
+    rope_scaling:dict|None=None
     tie_word_embeddings:bool=False
     head_dim:int|None=None # default: hidden_size // num_attention_heads
     dtype:str='float32'
@@ -46,16 +49,56 @@ class LlamaConfig:
     def __post_init__(self):
         self.head_dim = self.head_dim or self.hidden_size // self.num_attention_heads
         if self.num_attention_heads % self.num_key_value_heads:
-            raise ValueError(f"num_attention_heads ({self.num_attention_heads}) must be a multiple of num_key_value_heads ({self.num_key_value_heads})")
+            raise ValueError(f"num_attention_heads ({self.num_attention_heads}) must be a multiple "
+                             f"of num_key_value_heads ({self.num_key_value_heads})")
+
+# %% ../nbs/05_model.ipynb #59bddb48
+_off = lambda v: not v  # false, 0, null, {} or []
+_SWITCHES = {  # config fields that change what a Llama computes: the values lorakit implements
+    'hidden_act': (lambda v: v in ('silu', 'swish'), "'silu'"),
+    'attention_bias': (_off, 'false'), 'mlp_bias': (_off, 'false'),
+    'attention_dropout': (_off, '0.0'), 'use_sliding_window': (_off, 'false'),
+    'sliding_window': (lambda v: v is None, 'null'),
+    'layer_types': (lambda v: v is None or set(v) <= {'full_attention'}, "all 'full_attention'"),
+    'attn_logit_softcapping': (lambda v: v is None, 'null'),
+    'final_logit_softcapping': (lambda v: v is None, 'null'),
+    'qk_norm': (_off, 'false'), 'use_qk_norm': (_off, 'false'), 'rope_interleaved': (_off, 'false'),
+    'partial_rotary_factor': (lambda v: v in (None, 1), '1.0'),
+    'query_pre_attn_scalar': (lambda v: v is None, 'null'),
+    'attention_multiplier': (lambda v: v is None, 'null'),
+    'embedding_multiplier': (lambda v: v in (None, 1), '1.0'),
+    'residual_multiplier': (lambda v: v in (None, 1), '1.0'),
+    'logits_scaling': (lambda v: v in (None, 1), '1.0'), 'logit_scale': (lambda v: v in (None, 1), '1.0'),
+    'per_layer_config': (_off, 'null'), 'quantization_config': (_off, 'null'),
+}
+_METADATA = ('architectures', 'model_type', 'transformers_version', 'dtype', 'torch_dtype', '_name_or_path',
+             'bos_token_id', 'eos_token_id', 'pad_token_id', 'initializer_range', 'use_cache', 'return_dict',
+             'output_hidden_states', 'output_attentions', 'chunk_size_feed_forward', 'is_encoder_decoder',
+             'id2label', 'label2id', 'problem_type', 'pretraining_tp', 'is_llama_config', 'max_window_layers')
+
+def _check_switches(d:dict):
+    "Raise, naming the field, if the config dict `d` asks for something lorakit's Llama doesn't compute."
+    rope = d.get('rope_parameters') or d.get('rope_scaling') or {}
+    got = [(k, v) for k, v in d.items() if k in _SWITCHES]
+    got += [('partial_rotary_factor', v) for k, v in rope.items() if k == 'partial_rotary_factor']
+    for k, v in got:
+        if k == 'sliding_window' and d.get('use_sliding_window') is False: continue  # turned off
+        ok, want = _SWITCHES[k]
+        if not ok(v):
+            raise ValueError(f"the config sets {k}={v!r}, which lorakit's Llama doesn't compute (it "
+                             f"implements {k}={want}): it would give wrong outputs; run this model with "
+                             f"transformers, or correct config.json if the value is a mistake")
 
 # %% ../nbs/05_model.ipynb #c4a3d95d
 _rope_types = ('default', 'llama3')
 _llama3_keys = ('factor', 'low_freq_factor', 'high_freq_factor', 'original_max_position_embeddings')
 
 def _llama3_scaling(rope:dict)->dict:
-    "Llama 3's RoPE scaling, with only the keys it uses, from a `rope_parameters` or `rope_scaling` dict."
+    "Llama 3's RoPE scaling, with only the keys it uses, from `rope_parameters` or `rope_scaling`."
     missing = [k for k in _llama3_keys if k not in rope]
-    if missing: raise ValueError(f"rope_type 'llama3' needs {missing} in rope_parameters (or rope_scaling): the config.json is incomplete")
+    if missing:
+        raise ValueError(f"rope_type 'llama3' needs {missing} in rope_parameters (or rope_scaling): "
+                         f"the config.json is incomplete")
     return {'rope_type': 'llama3', **{k: rope[k] for k in _llama3_keys}}
 
 @patch(cls_method=True)
@@ -63,12 +106,18 @@ def from_dict(cls:LlamaConfig, d:dict)->LlamaConfig:
     "A `LlamaConfig` from the contents of a Hugging Face `config.json`."
     arch = d.get('model_type') or (d.get('architectures') or ['?'])[0]
     if arch != 'llama' and 'LlamaForCausalLM' not in (d.get('architectures') or []):
-        raise ValueError(f"this checkpoint is a {arch!r} model; lorakit's model reads Llama checkpoints (model_type 'llama') only")
+        raise ValueError(f"this checkpoint is a {arch!r} model; lorakit's model reads Llama "
+                         f"checkpoints (model_type 'llama') only")
+    _check_switches(d)
     rope = dict(d.get('rope_parameters') or d.get('rope_scaling') or {})
-    kw = {f.name: d[f.name] for f in fields(cls) if f.name in d and f.name not in ('rope_theta', 'rope_scaling', 'dtype')}
+    skip = ('rope_theta', 'rope_scaling', 'dtype')
+    kw = {f.name: d[f.name] for f in fields(cls) if d.get(f.name) is not None and f.name not in skip}
+    if 'num_attention_heads' in kw:  # no num_key_value_heads: one KV head per query head
+        kw.setdefault('num_key_value_heads', kw['num_attention_heads'])
     kw['rope_theta'] = d.get('rope_theta') or rope.get('rope_theta') or 10000.0
     kind = rope.get('rope_type') or rope.get('type') or 'default'
-    if kind not in _rope_types: raise ValueError(f"rope_type {kind!r} is not supported: lorakit implements {_rope_types}")
+    if kind not in _rope_types:
+        raise ValueError(f"rope_type {kind!r} is not supported: lorakit implements {_rope_types}")
     kw['rope_scaling'] = _llama3_scaling(rope) if kind == 'llama3' else None
     kw['dtype'] = d.get('dtype') or d.get('torch_dtype') or 'float32'
     return cls(**kw)
@@ -77,7 +126,8 @@ def from_dict(cls:LlamaConfig, d:dict)->LlamaConfig:
 def to_dict(self:LlamaConfig)->dict:
     "The contents of a `config.json` that transformers 4 and 5 both read as this Llama."
     d = asdict(self)  # transformers 4 reads the top-level rope_theta and rope_scaling
-    d['rope_parameters'] = {'rope_type': 'default', **(self.rope_scaling or {}), 'rope_theta': self.rope_theta}  # transformers 5
+    rope = {'rope_type': 'default', **(self.rope_scaling or {}), 'rope_theta': self.rope_theta}
+    d['rope_parameters'] = rope  # transformers 5
     return dict(architectures=['LlamaForCausalLM'], model_type='llama', hidden_act='silu', **d)
 
 # %% ../nbs/05_model.ipynb #55f7bbc2
@@ -190,6 +240,22 @@ def doc_mask(doc_ids:torch.Tensor)->torch.Tensor:
     causal = torch.ones(T, T, dtype=torch.bool, device=doc_ids.device).tril()
     return ((doc_ids[:, :, None] == doc_ids[:, None, :]) & causal)[:, None]
 
+# %% ../nbs/05_model.ipynb #d8e98397
+def pad_positions(attention_mask:torch.Tensor, # (B, S): 1 for a real token, 0 for padding
+                  T:int, # how many of the last positions to give: the new tokens
+                 )->torch.Tensor:
+    "The (B, T) positions of the last `T` tokens, counted from 0 at each row's first real token."
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -T:]
+
+def pad_mask(attention_mask:torch.Tensor, # (B, S): 1 for a real token, 0 for padding
+             T:int, # the new tokens: the last `T` of the S positions
+            )->torch.Tensor:
+    "The (B, 1, T, S) attention mask of padded rows: causal, real keys only, and each token itself."
+    S, dev = attention_mask.shape[-1], attention_mask.device
+    causal = torch.ones(T, S, dtype=torch.bool, device=dev).tril(S - T)
+    itself = torch.arange(S, device=dev) == torch.arange(S - T, S, device=dev)[:, None]
+    return ((attention_mask.bool()[:, None, :] & causal) | itself)[:, None]
+
 # %% ../nbs/05_model.ipynb #20138c91
 class Llama(nn.Module):
     "A Llama decoder with Hugging Face parameter names: `forward(ids)` gives next-token logits."
@@ -205,28 +271,48 @@ class Llama(nn.Module):
         for m in self.modules():  # N(0, 0.02), as Llama is trained from scratch; a checkpoint overwrites it
             if isinstance(m, (nn.Linear, nn.Embedding)): nn.init.normal_(m.weight, std=0.02)
 
-    def forward(self, ids:torch.Tensor, cache:KVCache|None=None, doc_ids:torch.Tensor|None=None)->torch.Tensor:
-        return self.lm_head(self.hidden(ids, cache, doc_ids))
+    def forward(self, ids:torch.Tensor, cache:KVCache|None=None, doc_ids:torch.Tensor|None=None,
+                attention_mask:torch.Tensor|None=None)->torch.Tensor:
+        return self.lm_head(self.hidden(ids, cache, doc_ids, attention_mask))
 
-    def hidden(self, ids:torch.Tensor, cache:KVCache|None=None, doc_ids:torch.Tensor|None=None)->torch.Tensor:
-        "The final hidden states, normed: what the head turns into logits (10_memory's chunked loss takes them from here)."
-        start = cache.pos if cache is not None else 0
-        if start + ids.shape[1] > self.config.max_position_embeddings:
-            raise ValueError(f"{start + ids.shape[1]} positions exceed max_position_embeddings={self.config.max_position_embeddings}: use shorter sequences")
-        pos, mask = torch.arange(start, start + ids.shape[1], device=ids.device), None
-        if doc_ids is not None:
-            if cache is not None: raise ValueError("doc_ids mark the documents of packed rows, for training and scoring; generate with a cache and no doc_ids")
-            pos, mask = doc_positions(doc_ids), doc_mask(doc_ids)
+    def hidden(self, ids:torch.Tensor, cache:KVCache|None=None, doc_ids:torch.Tensor|None=None,
+               attention_mask:torch.Tensor|None=None)->torch.Tensor:
+        "The final hidden states, normed: what the head turns into logits (and 10_memory's loss takes)."
+        pos, mask = self.positions(ids, cache, doc_ids, attention_mask)
         inv_freq, x = rope_frequencies(self.config, ids.device), self.model.embed_tokens(ids)
         if cache is not None: cache.layer = 0
         for layer in self.model.layers:
-            if self.grad_ckpt and torch.is_grad_enabled(): x = checkpoint(layer, x, pos, inv_freq, cache, mask, use_reentrant=False)
+            if self.grad_ckpt and torch.is_grad_enabled():
+                x = checkpoint(layer, x, pos, inv_freq, cache, mask, use_reentrant=False)
             else: x = layer(x, pos, inv_freq, cache, mask)
         if cache is not None: cache.pos += ids.shape[1]
         return self.model.norm(x)
 
 @patch
 def get_output_embeddings(self:Llama)->nn.Module: return self.lm_head
+
+# %% ../nbs/05_model.ipynb #6be4e90c
+@patch
+def positions(self:Llama, ids:torch.Tensor, cache:KVCache|None=None, doc_ids:torch.Tensor|None=None,
+              attention_mask:torch.Tensor|None=None)->tuple:
+    "Each token's position, and the attention mask (None: plain causal)."
+    (B, T), start = ids.shape, cache.pos if cache is not None else 0
+    if start + T > self.config.max_position_embeddings:
+        raise ValueError(f"{start + T} positions exceed max_position_embeddings="
+                         f"{self.config.max_position_embeddings}: use shorter sequences")
+    if doc_ids is not None:
+        if cache is not None: raise ValueError("doc_ids mark the documents of packed rows, for training and "
+                                               "scoring; generate with a cache and no doc_ids")
+        if attention_mask is not None:
+            raise ValueError("pass doc_ids (packed rows) or attention_mask (padded rows), not both")
+        return doc_positions(doc_ids), doc_mask(doc_ids)
+    if attention_mask is None: return torch.arange(start, start + T, device=ids.device), None
+    if tuple(attention_mask.shape) != (B, start + T):
+        raise ValueError(f"attention_mask must be (batch, cached + new positions) = {(B, start + T)}, "
+                         f"got {tuple(attention_mask.shape)}")
+    if not ((attention_mask == 0) | (attention_mask == 1)).all():
+        raise ValueError("attention_mask must hold 1 for a real token and 0 for padding")
+    return pad_positions(attention_mask, T), pad_mask(attention_mask, T)
 
 # %% ../nbs/05_model.ipynb #c2702456
 def _weight_files(d:Path)->dict[str, Path]:
@@ -307,44 +393,97 @@ def save_pretrained(self:Llama, path:str|Path):
     with atomic_path(d/'config.json') as t: t.write_text(json.dumps(cfg, indent=2))
     with atomic_path(d/'model.safetensors') as t: save_file({k: v.detach().contiguous().cpu() for k, v in sd.items()}, t, metadata={'format': 'pt'})
 
+# %% ../nbs/05_model.ipynb #95cf6528
+def tensor_shapes(path:str|Path, # a checkpoint directory or a .gguf file
+                 )->dict[str, tuple]:
+    "Each tensor's shape in the checkpoint at `path`, by lorakit's name, from the file headers only."
+    p = Path(path)
+    if p.suffix == '.gguf':
+        return {k: tuple(int(n) for n in reversed(t.shape)) for k, t in GGUFFile(p).tensors.items()}
+    shapes = {}
+    for f in sorted(set(_weight_files(p).values())):
+        with safe_open(f, 'pt') as sf: shapes |= {k: tuple(sf.get_slice(k).get_shape()) for k in sf.keys()}
+    return shapes
+
 # %% ../nbs/05_model.ipynb #0a3ca593
 def top_p_mask(logits:torch.Tensor, # (..., vocab)
                p:float, # the probability mass to keep
               )->torch.Tensor:
-    "True for the tokens outside the nucleus: the smallest set of most likely tokens whose probabilities sum to at least `p`."
+    "True for the tokens outside the nucleus: the fewest likeliest tokens with probability >= `p`."
     probs, order = logits.softmax(-1).sort(-1, descending=True)
-    drop = probs.cumsum(-1) - probs >= p  # the mass of the more likely tokens already reaches p; never the first token
+    drop = probs.cumsum(-1) - probs >= p  # the likelier tokens already hold p: never the first
     return drop.scatter(-1, order, drop)
 
-def _next_token(logits:torch.Tensor, temperature:float, top_k:int|None, top_p:float|None, g:torch.Generator|None)->torch.Tensor:
-    "The next token of each row, from its last `logits`: the argmax if `temperature` is 0, else a sample."
+def _next_token(logits:torch.Tensor, temperature:float, top_k:int|None, top_p:float|None,
+                g:torch.Generator|None)->torch.Tensor:
+    "Each row's next token from its last `logits`: the argmax if `temperature` is 0, else a sample."
     if temperature == 0: return logits.argmax(-1, keepdim=True)
     logits = logits / temperature
-    if top_k: logits[logits < logits.topk(min(top_k, logits.shape[-1]), -1).values[:, -1:]] = float('-inf')
+    if top_k:
+        kth = logits.topk(min(top_k, logits.shape[-1]), -1).values[:, -1:]
+        logits[logits < kth] = float('-inf')
     if top_p is not None and top_p < 1: logits[top_p_mask(logits, top_p)] = float('-inf')
     return torch.multinomial(logits.softmax(-1), 1, generator=g)
 
+def _check_sampling(max_new_tokens, temperature, top_k, top_p):
+    "Raise, naming the argument, unless each is a value `generate` can use."
+    is_int = lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool)
+    is_num = lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool)
+    check_arg('max_new_tokens', max_new_tokens, is_int(max_new_tokens) and max_new_tokens >= 0,
+              'an int >= 0')
+    check_arg('temperature', temperature, is_num(temperature) and 0 <= temperature < math.inf,
+              'a finite number >= 0 (0 for greedy)')
+    check_arg('top_k', top_k, top_k is None or (is_int(top_k) and top_k >= 1),
+              'None (no top-k) or an int >= 1')
+    check_arg('top_p', top_p, top_p is None or (is_num(top_p) and 0 < top_p <= 1),
+              'None or a number in (0, 1]')
+
+def _left_padded(attention_mask:torch.Tensor|None, ids:torch.Tensor)->torch.Tensor|None:
+    "`attention_mask` as bools, checked: the shape of `ids`, 0s and 1s, padding on the left only."
+    if attention_mask is None: return None
+    if tuple(attention_mask.shape) != tuple(ids.shape):
+        raise ValueError(f"attention_mask must have the shape of ids {tuple(ids.shape)}, "
+                         f"got {tuple(attention_mask.shape)}")
+    if not ((attention_mask == 0) | (attention_mask == 1)).all():
+        raise ValueError("attention_mask must hold 1 for a real token and 0 for padding")
+    m = attention_mask.to(device=ids.device, dtype=torch.bool)
+    if (m[:, :-1] & ~m[:, 1:]).any():
+        raise ValueError("attention_mask has padding after a real token: generate continues each "
+                         "row at its end, so pad on the left (padding_side='left')")
+    if not m[:, -1].all():
+        raise ValueError("a row of attention_mask is all padding: give every row a prompt")
+    return m
+
+# %% ../nbs/05_model.ipynb #2e08eb7d
 @torch.no_grad()
 def generate(model:Llama, ids:torch.Tensor, # (batch, prompt length) token ids
              max_new_tokens:int=64, temperature:float=1.0, # 0 for greedy decoding
              top_k:int|None=None, # sample among the k most likely tokens only
-             top_p:float|None=None, # sample from the nucleus: the most likely tokens holding this much probability
-             eos_id:int|list|None=None, # stop a row at this token (or any of these); stop when every row has
-             pad_id:int|None=None, # what a stopped row gets while others go on; default: its first `eos_id`
-             seed:int|None=None)->torch.Tensor:
-    "Continue `ids` by up to `max_new_tokens` tokens with a KV cache, in eval mode; return prompt and continuation."
-    if temperature < 0: raise ValueError(f"temperature must be >= 0, got {temperature}")
-    if top_p is not None and not 0 < top_p <= 1: raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-    eos = torch.tensor([eos_id] if isinstance(eos_id, int) else list(eos_id or []), dtype=torch.long, device=ids.device)
+             top_p:float|None=None, # sample from the likeliest tokens that hold this probability
+             eos_id:int|list|None=None, # stop a row at this token (or any of these)
+             pad_id:int|None=None, # what a stopped row gets while others go on; default: its eos_id
+             seed:int|None=None, # seed of the sampling
+             attention_mask:torch.Tensor|None=None, # like `ids`: 0 for left padding, 1 elsewhere
+            )->torch.Tensor:
+    "Continue `ids` by up to `max_new_tokens` tokens with a KV cache, in eval mode; return all ids."
+    _check_sampling(max_new_tokens, temperature, top_k, top_p)
+    am = _left_padded(attention_mask, ids)
+    eos = [eos_id] if isinstance(eos_id, int) else list(eos_id or [])
+    eos = torch.tensor(eos, dtype=torch.long, device=ids.device)
     pad = pad_id if pad_id is not None else (eos[0].item() if len(eos) else 0)
     g = torch.Generator(ids.device).manual_seed(seed) if seed is not None else None
-    cache = KVCache(model.config, ids.shape[0], ids.shape[1] + max_new_tokens, ids.device, model.model.embed_tokens.weight.dtype)
-    out, nxt, done, was_training = ids, ids, torch.zeros(ids.shape[0], 1, dtype=torch.bool, device=ids.device), model.training
+    dt, (B, T) = model.model.embed_tokens.weight.dtype, ids.shape
+    cache = KVCache(model.config, B, T + max_new_tokens, ids.device, dt)
+    out, nxt, was_training = ids, ids, model.training
+    done = torch.zeros(B, 1, dtype=torch.bool, device=ids.device)
     model.eval()
     try:
         for _ in range(max_new_tokens):
-            nxt = _next_token(model(nxt, cache)[:, -1].float(), temperature, top_k, top_p, g).masked_fill(done, pad)
+            kw = {} if am is None else dict(attention_mask=am)
+            logits = model(nxt, cache, **kw)[:, -1].float()
+            nxt = _next_token(logits, temperature, top_k, top_p, g).masked_fill(done, pad)
             out, done = torch.cat([out, nxt], 1), done | torch.isin(nxt, eos)
+            if am is not None: am = torch.cat([am, am.new_ones(B, 1)], 1)
             if done.all(): break
     finally: model.train(was_training)
     return out
@@ -475,25 +614,51 @@ class GGUFFile:
     def __repr__(self): return f"GGUFFile({str(self.path)!r}, {self.meta('general.architecture')!r}, {len(self.tensors)} tensors)"
 
 # %% ../nbs/05_model.ipynb #27adafb8
+def _gguf_int(g:GGUFFile, key:str, default=None)->int:
+    "The positive integer at metadata `llama.{key}`; without a default, a missing key is an error."
+    v = g.meta(f'llama.{key}', default)
+    if v is None:
+        raise ValueError(f"{g.path} has no llama.{key} in its metadata, which a Llama needs: "
+                         f"the file is incomplete; convert the model again "
+                         f"(llama.cpp's convert_hf_to_gguf.py)")
+    if isinstance(v, list):
+        raise ValueError(f"{g.path} gives each layer its own llama.{key}; lorakit's Llama has "
+                         f"one value for all layers")
+    if not (isinstance(v, numbers.Integral) and v > 0):
+        raise ValueError(f"{g.path}: llama.{key} must be a positive integer, got {v!r}: "
+                         f"the file is damaged")
+    return int(v)
+
 def gguf_config(g:GGUFFile)->LlamaConfig:
     "The `LlamaConfig` of a Llama GGUF file, from its metadata."
     arch = g.meta('general.architecture')
-    if arch != 'llama': raise ValueError(f"{g.path} holds a {arch!r} model (general.architecture); lorakit reads Llama GGUF files ('llama') only")
+    if arch != 'llama':
+        raise ValueError(f"{g.path} holds a {arch!r} model (general.architecture); "
+                         f"lorakit reads Llama GGUF files ('llama') only")
     m = lambda k, d=None: g.meta(f'llama.{k}', d)
-    heads, hidden = m('attention.head_count'), m('embedding_length')
-    head_dim, kv = m('attention.key_length') or hidden // heads, m('attention.head_count_kv', heads)
-    if isinstance(kv, list): raise ValueError(f"{g.path} gives each layer its own number of KV heads; lorakit's Llama has one for all layers")
-    if m('rope.dimension_count', head_dim) != head_dim: raise ValueError(f"{g.path} rotates {m('rope.dimension_count')} of {head_dim} dimensions per head; lorakit's RoPE rotates them all")
+    heads, hidden = _gguf_int(g, 'attention.head_count'), _gguf_int(g, 'embedding_length')
+    head_dim = _gguf_int(g, 'attention.key_length', hidden // heads)
+    if m('rope.dimension_count', head_dim) != head_dim:
+        raise ValueError(f"{g.path} rotates {m('rope.dimension_count')} of {head_dim} "
+                         f"dimensions per head; lorakit's RoPE rotates them all")
     if 'rope_freqs.weight' in g.tensors or m('rope.scaling.type', 'none') != 'none':
-        raise ValueError(f"{g.path} scales RoPE (rope_freqs or llama.rope.scaling, as Llama 3.1+ does), which lorakit reads from a Hugging Face config.json only: load the Hugging Face checkpoint")
+        raise ValueError(f"{g.path} scales RoPE (rope_freqs or llama.rope.scaling, as Llama 3.1+ "
+                         f"does), which lorakit reads from a Hugging Face config.json only: "
+                         f"load the Hugging Face checkpoint")
+    if 'model.embed_tokens.weight' not in g.tensors:
+        raise ValueError(f"{g.path} has no token_embd.weight tensor: the file is incomplete")
     emb = g.tensors['model.embed_tokens.weight'].shape  # GGUF order: (hidden, vocab)
-    return LlamaConfig(vocab_size=int(emb[1]), hidden_size=hidden, intermediate_size=m('feed_forward_length'), num_hidden_layers=m('block_count'),
-                       num_attention_heads=heads, num_key_value_heads=kv, max_position_embeddings=m('context_length', 2048),
-                       rms_norm_eps=m('attention.layer_norm_rms_epsilon', 1e-5), rope_theta=m('rope.freq_base', 10000.),
-                       tie_word_embeddings='lm_head.weight' not in g.tensors, head_dim=head_dim)
+    return LlamaConfig(vocab_size=int(emb[1]), hidden_size=hidden, head_dim=head_dim,
+                       intermediate_size=_gguf_int(g, 'feed_forward_length'),
+                       num_hidden_layers=_gguf_int(g, 'block_count'), num_attention_heads=heads,
+                       num_key_value_heads=_gguf_int(g, 'attention.head_count_kv', heads),
+                       max_position_embeddings=_gguf_int(g, 'context_length', 2048),
+                       rms_norm_eps=m('attention.layer_norm_rms_epsilon', 1e-5),
+                       rope_theta=m('rope.freq_base', 10000.),
+                       tie_word_embeddings='lm_head.weight' not in g.tensors)
 
 def gguf_checkpoint(path:str|Path)->tuple[LlamaConfig, dict]:
-    "A GGUF file's config, and for each tensor (by lorakit's name) a function that reads it in Hugging Face's layout."
+    "A GGUF file's config, and for each tensor (lorakit's name) a function that reads it, HF's way."
     g = GGUFFile(path)
     cfg = gguf_config(g)
     heads = {'q_proj': cfg.num_attention_heads, 'k_proj': cfg.num_key_value_heads}
@@ -506,9 +671,9 @@ def gguf_checkpoint(path:str|Path)->tuple[LlamaConfig, dict]:
 def from_gguf(cls:Llama, path:str|Path, # a llama.cpp .gguf file of a Llama
               dtype:str|torch.dtype|None=None, # default: float32
               device:str|None=None, # default: the GPU if there is one
-              quantize:bool|dict=False, # True, or dict(targets=, blocksize=, double_quant=): NF4 while loading, layer by layer
+              quantize:bool|dict=False, # True, or dict(targets=, blocksize=, double_quant=): NF4
              )->Llama:
-    "Load a llama.cpp GGUF file: hyperparameters from its metadata, weights dequantized, q/k rows put back in Hugging Face's order."
+    "Load a llama.cpp GGUF file: hyperparameters from its metadata, weights dequantized."
     cfg, files = gguf_checkpoint(path)
     dtype, device = get_dtype(dtype or 'float32'), get_device(device)
     with torch.device('meta'): model = cls(cfg)
