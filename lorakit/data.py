@@ -4,7 +4,7 @@
 
 # %% ../nbs/06_data.ipynb #bbee2378
 from __future__ import annotations
-import functools, importlib.util, json, re
+import codecs, functools, importlib.util, json, re
 from fastcore.basics import patch
 from pathlib import Path
 from typing import NamedTuple
@@ -14,7 +14,8 @@ from .core import atomic_path
 
 # %% auto #0
 __all__ = ['ByteTokenizer', 'HFTokenizer', 'load_tokenizer', 'read_texts', 'pydoc_docs', 'play_text', 'shakespeare', 'split_docs',
-           'pack', 'doc_ids', 'padding_waste', 'PackedLoader', 'LMData', 'lm_data', 'chat_template', 'render_chat']
+           'pack', 'doc_ids', 'padding_waste', 'PackedLoader', 'LMData', 'lm_data', 'ChatTemplateError',
+           'chat_template', 'render_chat']
 
 # %% ../nbs/06_data.ipynb #9c7fe51c
 class ByteTokenizer:
@@ -107,47 +108,67 @@ class HFTokenizer:
     def __repr__(self): return f"HFTokenizer({str(self.path)!r}, vocab_size={self.vocab_size}, bos_id={self.bos_id}, eos_id={self.eos_id})"
 
 # %% ../nbs/06_data.ipynb #284fd247
+def _check_rows(d:Path, vocab_size:int):
+    "Raise if the embedding in the weights of checkpoint `d` doesn't have `vocab_size` rows."
+    from lorakit.model import tensor_shapes
+    try: rows = tensor_shapes(d).get('model.embed_tokens.weight', (None,))[0]
+    except (FileNotFoundError, ValueError): return  # no weights to compare with
+    if rows is not None and rows != vocab_size:
+        raise ValueError(f"the model's vocab_size is {vocab_size} (config.json), but the embedding in the "
+                         f"weights in {d} has {rows} rows: the config doesn't match the tensors; set "
+                         f"vocab_size to {rows}, or use the config.json that came with these weights")
+
 def _tokenizer_in(d:Path, vocab_size:int|None):
-    "`HFTokenizer` if `d` has a tokenizer.json (or is a .gguf file), else `ByteTokenizer` if the model's `vocab_size` allows it."
+    "`HFTokenizer` of a tokenizer.json or .gguf file, else `ByteTokenizer` if `vocab_size` allows."
     if d.suffix == '.gguf' and d.is_file(): return HFTokenizer.from_gguf(d)
-    if not d.is_dir(): raise FileNotFoundError(f"{d} is not a directory: pass the checkpoint directory (or a .gguf file), or None for the byte tokenizer")
+    if not d.is_dir():
+        raise FileNotFoundError(f"{d} is not a directory: pass the checkpoint directory (or a .gguf "
+                                f"file), or None for the byte tokenizer")
     if (d/'tokenizer.json').is_file(): return HFTokenizer(d)
     if (d/'tokenizer.model').is_file():
-        raise ValueError(f"{d} has a SentencePiece tokenizer.model but no tokenizer.json; write one once with transformers: "
-                         f"AutoTokenizer.from_pretrained('{d}').save_pretrained('{d}')")
+        raise ValueError(f"{d} has a SentencePiece tokenizer.model but no tokenizer.json; write one "
+                         f"once with transformers: AutoTokenizer.from_pretrained('{d}').save_pretrained('{d}')")
     if vocab_size is not None and vocab_size != ByteTokenizer.vocab_size:
-        raise ValueError(f"{d} has no tokenizer.json, and its vocab_size {vocab_size} is not the byte tokenizer's {ByteTokenizer.vocab_size}: "
-                         f"copy the model's tokenizer.json into {d}")
+        _check_rows(d, vocab_size)
+        raise ValueError(f"{d} has no tokenizer.json, and its vocab_size {vocab_size} is not the byte "
+                         f"tokenizer's {ByteTokenizer.vocab_size}: copy the model's tokenizer.json into {d}")
     return ByteTokenizer()
 
-def load_tokenizer(path:str|Path|None=None, # a checkpoint directory or a .gguf file; None for the byte tokenizer
-                   vocab_size:int|None=None, # the model's `config.vocab_size`, to check the tokenizer against
+def load_tokenizer(path:str|Path|None=None, # a checkpoint directory or a .gguf file; None: bytes
+                   vocab_size:int|None=None, # the model's `config.vocab_size`, to check the tokenizer
                   ):
-    "The tokenizer of the checkpoint at `path`: `HFTokenizer` if it has a tokenizer.json or is a GGUF file, else `ByteTokenizer`."
+    "The tokenizer of the checkpoint at `path`: its tokenizer.json or GGUF file's, else `ByteTokenizer`."
     tok = ByteTokenizer() if path is None else _tokenizer_in(Path(path), vocab_size)
     if vocab_size is not None and tok.vocab_size > vocab_size:
-        raise ValueError(f"the tokenizer has {tok.vocab_size} ids but the model's vocab_size is {vocab_size}, so it is not this checkpoint's tokenizer "
-                         f"(ids >= {vocab_size} would index past the embedding)")
+        if path is not None: _check_rows(Path(path), vocab_size)
+        raise ValueError(f"the tokenizer has {tok.vocab_size} ids but the model's vocab_size is "
+                         f"{vocab_size}, so it is not this checkpoint's tokenizer (ids >= {vocab_size} "
+                         f"would index past the embedding)")
     return tok
 
 # %% ../nbs/06_data.ipynb #8d0bb6e5
+def _not_utf8(path:Path, data:bytes, pos:int)->ValueError:
+    "The error for the bytes `data` of `path`, which aren't UTF-8 at offset `pos`: its line and byte."
+    line, col = data.count(b'\n', 0, pos) + 1, pos - data.rfind(b'\n', 0, pos) - 1
+    return ValueError(f"{path} is not UTF-8: line {line}, byte {col} is {data[pos]:#04x} (offset {pos} in "
+                      f"the file); convert the file first, e.g. iconv -f latin1 -t utf-8")
+
 def _read_utf8(path:Path)->str:
-    "The text of `path`, with errors that say which file and which byte is the problem."
+    "The text of `path` (a byte-order mark dropped), with errors that name the file, line and byte."
     if not path.is_file(): raise FileNotFoundError(f"{path} not found (relative paths start at {Path.cwd()})")
     data = path.read_bytes()
     if not data.strip(): raise ValueError(f"{path} is empty: there is nothing to train on")
-    try: return data.decode('utf-8').removeprefix('\ufeff')
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path} is not UTF-8: byte {e.start} is {data[e.start]:#04x}; "
-                         f"convert the file first, e.g. iconv -f latin1 -t utf-8") from None
+    bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0  # as some editors write
+    try: return data[bom:].decode('utf-8')
+    except UnicodeDecodeError as e: raise _not_utf8(path, data, bom + e.start) from None
 
 def _jsonl_doc(line:str, i:int, field:str, path:Path)->str:
     "The `field` of JSON line `i` of `path`."
     try: obj = json.loads(line)
     except json.JSONDecodeError as e: raise ValueError(f"{path}, line {i}: not valid JSON ({e.msg})") from None
     if not isinstance(obj, dict) or not isinstance(obj.get(field), str):
-        raise ValueError(f"{path}, line {i} has no string field {field!r}: name the key that holds the text "
-                         f"with field= (read_texts), or --field on the command line")
+        raise ValueError(f"{path}, line {i} has no string field {field!r}: name the key that holds "
+                         f"the text with field= (read_texts), or --field on the command line")
     return obj[field]
 
 # %% ../nbs/06_data.ipynb #4d5a8c02
@@ -344,14 +365,21 @@ def lm_data(docs:list[str], # the corpus, one string per document
     return LMData(*rows(train), *rows(valid))
 
 # %% ../nbs/06_data.ipynb #b189f934
+class ChatTemplateError(ValueError):
+    "A chat template that can't render any conversation: there is none, or it breaks jinja2's sandbox."
+
 def chat_template(d:str|Path, # a checkpoint directory
                  )->str|None:
-    "The checkpoint's chat template: chat_template.jinja, else tokenizer_config.json's chat_template ('default' of several); None if it has none."
+    "The checkpoint's chat template (chat_template.jinja, else tokenizer_config.json's); None if none."
     d = Path(d)
-    if (d/'chat_template.jinja').is_file(): return (d/'chat_template.jinja').read_text(encoding='utf-8')
+    if (d/'chat_template.jinja').is_file(): return (d/'chat_template.jinja').read_text(encoding='utf-8-sig')
     if not (d/'tokenizer_config.json').is_file(): return None
-    t = json.loads((d/'tokenizer_config.json').read_text(encoding='utf-8')).get('chat_template')
-    return {x['name']: x['template'] for x in t}.get('default') if isinstance(t, list) else t
+    t = json.loads((d/'tokenizer_config.json').read_text(encoding='utf-8-sig')).get('chat_template')
+    return {x['name']: x['template'] for x in t}.get('default') if isinstance(t, list) else t  # 'default' of several
+
+def _tojson(x, indent=None, separators=None, sort_keys=False):
+    "jinja2's `tojson` as chat templates expect it: non-ASCII text kept as it is."
+    return json.dumps(x, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys)
 
 @functools.lru_cache(maxsize=16)
 def _compiled(template:str):
@@ -359,17 +387,21 @@ def _compiled(template:str):
     from jinja2.sandbox import ImmutableSandboxedEnvironment
     def raise_exception(msg): raise jinja2.exceptions.TemplateError(msg)
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=['jinja2.ext.loopcontrols'])
-    env.filters['tojson'] = lambda x, indent=None, separators=None, sort_keys=False: json.dumps(x, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys)
+    env.filters['tojson'] = _tojson
     env.globals.update(raise_exception=raise_exception, strftime_now=lambda fmt: datetime.datetime.now().strftime(fmt))
     return env.from_string(template)
 
 def render_chat(template:str, # a jinja2 chat template, as checkpoints ship them
                 messages:list[dict], # the turns: {'role': 'system' | 'user' | 'assistant', 'content': text}
-                add_generation_prompt:bool=False, # end with the header of an assistant turn, to generate the reply
+                add_generation_prompt:bool=False, # end with an assistant turn's header, to generate the reply
                 **kw, # more variables for the template: bos_token, eos_token, ...
                )->str:
     "`messages` rendered with the chat template `template`, in jinja2's sandbox."
-    return _compiled(template).render(messages=messages, add_generation_prompt=add_generation_prompt, **kw)
+    from jinja2.exceptions import SecurityError
+    try: return _compiled(template).render(messages=messages, add_generation_prompt=add_generation_prompt, **kw)
+    except SecurityError as e:
+        raise ChatTemplateError(f"the chat template tried something that jinja2's sandbox refuses ({str(e).rstrip('.')}): "
+                                f"nothing was run; fix the template") from None
 
 # %% ../nbs/06_data.ipynb #744f9522
 @patch
@@ -380,17 +412,21 @@ def apply_chat_template(self:HFTokenizer, messages:list[dict], # the turns: {'ro
     "The ids of `messages` rendered with the checkpoint's chat template (its text with `tokenize=False`)."
     if not hasattr(self, '_template'): self._template = chat_template(self.path.parent)
     if self._template is None:
-        where = f"{self.path} has no chat template (no tokenizer.chat_template)" if self.path.suffix == '.gguf' else \
-                f"{self.path.parent} has no chat template (no chat_template.jinja, no chat_template in tokenizer_config.json)"
-        raise ValueError(f"{where}: use a chat model's checkpoint")
+        if self.path.suffix == '.gguf': where = f"{self.path} has no chat template (no tokenizer.chat_template)"
+        else: where = (f"{self.path.parent} has no chat template (no chat_template.jinja, no chat_template "
+                       f"in tokenizer_config.json)")
+        raise ChatTemplateError(f"{where}: use a chat model's checkpoint")
     name = lambda i: self.tok.id_to_token(i) if i is not None else ''
-    text = render_chat(self._template, messages, add_generation_prompt, bos_token=name(self.bos_id), eos_token=name(self.eos_id))
+    text = render_chat(self._template, messages, add_generation_prompt, bos_token=name(self.bos_id),
+                       eos_token=name(self.eos_id))
     return self.encode(text) if tokenize else text
 
 @patch
-def apply_chat_template(self:ByteTokenizer, messages:list[dict], add_generation_prompt:bool=False, tokenize:bool=True):
+def apply_chat_template(self:ByteTokenizer, messages:list[dict], add_generation_prompt:bool=False,
+                        tokenize:bool=True):
     "The byte tokenizer has no chat template: an error that says what to use."
-    raise ValueError("the byte tokenizer has no chat template: chat needs a chat model's checkpoint, with its tokenizer.json and chat template")
+    raise ChatTemplateError("the byte tokenizer has no chat template: chat needs a chat model's checkpoint, "
+                            "with its tokenizer.json and chat template")
 
 # %% ../nbs/06_data.ipynb #a2dfe4df
 _DIGITS_FIRST = ('smollm', 'starcoder', 'refact', 'command-r', 'codeshell', 'exaone', 'minerva')

@@ -4,12 +4,12 @@
 
 # %% ../nbs/13_sft.ipynb #62c0b53f
 from __future__ import annotations
-import json, random
+import codecs, json, random
 from dataclasses import dataclass
 from pathlib import Path
 import torch
 from .core import *
-from .data import LMData, split_docs
+from .data import ChatTemplateError, LMData, split_docs
 
 # %% auto #0
 __all__ = ['ROLES', 'ChatError', 'Chat', 'read_chats', 'encode_chat', 'best_fit', 'chat_data', 'pydoc_chats']
@@ -43,6 +43,17 @@ def _bad(e:ChatError, on_bad:str, skipped:list):
     if on_bad == 'stop': raise ChatError(f"{e} (pass on_bad='skip' to leave such lines out)") from None
     skipped.append(str(e))
 
+def _line(raw:bytes, path:Path, n:int)->Chat|None:
+    "The conversation on line `n` of `path`, from its bytes; None for a blank line."
+    try: line = raw.decode('utf-8')
+    except UnicodeDecodeError as e:
+        raise ChatError(f"{path}:{n}: not UTF-8 (byte {e.start} of the line is {raw[e.start]:#04x}): "
+                        f"convert the file, e.g. iconv -f latin1 -t utf-8") from None
+    if not line.strip(): return None
+    try: d = json.loads(line)
+    except json.JSONDecodeError as e: raise ChatError(f"{path}:{n}: not JSON ({e.msg})") from None
+    return _chat(d, f"{path}:{n}")
+
 def read_chats(path:str|Path, # a .jsonl file of conversations
                on_bad:str='stop', # 'stop' at the first bad line, or 'skip' it
               )->tuple[list[Chat], list[str]]:
@@ -50,14 +61,13 @@ def read_chats(path:str|Path, # a .jsonl file of conversations
     check_arg('on_bad', on_bad, on_bad in ('stop', 'skip'), "'stop' or 'skip'")
     path, chats, skipped = Path(path), [], []
     if not path.is_file(): raise FileNotFoundError(f"{path} not found: pass a .jsonl file with one conversation per line")
-    for n, line in enumerate(path.read_text(encoding='utf-8').splitlines(), 1):
-        if not line.strip(): continue
+    data = path.read_bytes().removeprefix(codecs.BOM_UTF8)  # a byte-order mark, as some editors write
+    for n, raw in enumerate(data.split(b'\n'), 1):  # not splitlines: JSON strings may hold U+2028
         try:
-            try: d = json.loads(line)
-            except json.JSONDecodeError as e: raise ChatError(f"{path}:{n}: not JSON ({e.msg})") from None
-            chats.append(_chat(d, f"{path}:{n}"))
+            if (c := _line(raw, path, n)) is not None: chats.append(c)
         except ChatError as e: _bad(e, on_bad, skipped)
-    if not chats: raise ChatError(f"{path} has no conversation to train on" + (f" ({len(skipped)} lines skipped)" if skipped else ''))
+    if not chats:
+        raise ChatError(f"{path} has no conversation to train on" + (f" ({len(skipped)} lines skipped)" if skipped else ''))
     return chats, skipped
 
 # %% ../nbs/13_sft.ipynb #dc3bb83d
@@ -69,7 +79,7 @@ def encode_chat(tok, # a tokenizer with `apply_chat_template`, e.g. `load_tokeni
     ms, where = (chat.messages, chat.where) if isinstance(chat, Chat) else (chat, 'the conversation')
     try: ids = tok.apply_chat_template(ms)
     except Exception as e:
-        if isinstance(e, ValueError) and 'no chat template' in str(e): raise
+        if isinstance(e, ChatTemplateError): raise  # the template, not this conversation
         raise ChatError(f"{where}: the chat template failed to render it ({type(e).__name__}: {e})") from None
     if all_tokens: return ids, list(ids)
     labels = [-100]*len(ids)
