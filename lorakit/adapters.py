@@ -7,7 +7,7 @@ from __future__ import annotations
 import json, shutil, warnings
 from pathlib import Path
 import torch, torch.nn as nn
-from safetensors import safe_open
+from safetensors import safe_open, SafetensorError
 from safetensors.torch import save_file, load_file
 from .core import *
 from .inject import add_lora, lora_modules, lora_state_dict, unload_lora
@@ -21,87 +21,141 @@ __all__ = ['TOKENIZER_FILES', 'base_quantization', 'adapter_config', 'save_adapt
 
 # %% ../nbs/08_adapters.ipynb #8095d130
 def base_quantization(model:nn.Module)->dict|None:
-    "How the base of `model` was quantized to NF4, as `save_adapter` records it; None for a full-precision base."
+    "How the base of `model` was quantized to NF4, as `save_adapter` records it; None if it wasn't."
     nf4 = {n.removesuffix('.base'): m for n, m in model.named_modules() if isinstance(m, NF4Linear)}
     if not nf4: return None
-    # read from each layer's settings (meta: shape, dtype, blocksize, nested_blocksize), not its tensors, which a sharded model (11_fsdp) holds in pieces
-    kinds = {(m.meta[2], m.nested_absmax is not None, str(m.meta[1]).removeprefix('torch.')) for m in nf4.values()}
-    if len(kinds) > 1: raise ValueError(f"the NF4 layers differ in (blocksize, double_quant, dtype): {sorted(kinds)}; quantize the base with one setting")
+    # read from each layer's settings (meta: shape, dtype, blocksize, nested_blocksize), not from
+    # its tensors, which a sharded model (11_fsdp) holds in pieces
+    kinds = {(m.meta[2], m.nested_absmax is not None, str(m.meta[1]).removeprefix('torch.'))
+             for m in nf4.values()}
+    if len(kinds) > 1:
+        raise ValueError("the NF4 layers differ in (blocksize, double_quant, dtype): "
+                         f"{sorted(kinds)}; quantize the base with one setting")
     blocksize, double_quant, dtype = kinds.pop()
-    return dict(quant_type='nf4', blocksize=blocksize, double_quant=double_quant, dtype=dtype, modules=sorted(nf4))
+    return dict(quant_type='nf4', blocksize=blocksize, double_quant=double_quant, dtype=dtype,
+                modules=sorted(nf4))
 
 # %% ../nbs/08_adapters.ipynb #a4f2c054
 _prefix = 'base_model.model.'
 
 def adapter_config(model:nn.Module, base_model_name_or_path:str|None=None)->dict:
-    "The `adapter_config.json` PEFT needs to rebuild the LoRA layers of `model`: PEFT's own keys, and no others."
+    "The `adapter_config.json` PEFT needs to rebuild `model`'s LoRA layers: PEFT's own keys only."
     mods = lora_modules(model)
     if not mods: raise ValueError("model has no LoRA layers: call add_lora first")
     hp = {(m.r, m.alpha, m.rslora) for m in mods.values()}
-    if len(hp) > 1: raise ValueError(f"LoRA layers differ in (r, alpha, rslora): {sorted(hp)}; PEFT's format holds one setting per adapter")
+    if len(hp) > 1:
+        raise ValueError(f"LoRA layers differ in (r, alpha, rslora): {sorted(hp)}; "
+                         "PEFT's format holds one setting per adapter")
     r, alpha, rslora = hp.pop()
     p = next(iter(mods.values())).dropout
-    cfg = dict(peft_type='LORA', task_type='CAUSAL_LM', r=r, lora_alpha=alpha, use_rslora=rslora,
-               lora_dropout=getattr(p, 'p', 0.0), target_modules=sorted(mods), bias='none', fan_in_fan_out=False,
-               inference_mode=True, base_model_name_or_path=base_model_name_or_path)
-    return cfg
+    return dict(peft_type='LORA', task_type='CAUSAL_LM', r=r, lora_alpha=alpha, use_rslora=rslora,
+                lora_dropout=getattr(p, 'p', 0.0), target_modules=sorted(mods), bias='none',
+                fan_in_fan_out=False, inference_mode=True,
+                base_model_name_or_path=base_model_name_or_path)
 
 # %% ../nbs/08_adapters.ipynb #b16e137b
 def save_adapter(model:nn.Module, # a model with LoRA layers
                  path:str|Path, # directory to write
                  base_model_name_or_path:str|None=None, # recorded in the config, for PEFT
                  overwrite:bool=False, # replace `path` if it holds files
-                 weights:dict|None=None, # the LoRA weights to write, keyed as `lora_state_dict` keys them; default: `model`'s own (11_fsdp passes those it gathered from the shards)
+                 # the LoRA weights to write, keyed as `lora_state_dict` keys them; default:
+                 # `model`'s own (11_fsdp passes those it gathered from the shards)
+                 weights:dict|None=None,
                 )->Path:
-    "Write the LoRA weights of `model` in PEFT's format: `adapter_model.safetensors` (with how the base was quantized) and `adapter_config.json`."
+    "Write the LoRA weights of `model` in PEFT's format, with how the base was quantized."
     cfg, q = adapter_config(model, base_model_name_or_path), base_quantization(model)
-    meta = {'format': 'pt'} | ({'lorakit': json.dumps({'base_quantization': q})} if q is not None else {})
+    meta = {'format': 'pt'} | ({'lorakit': json.dumps({'base_quantization': q})} if q else {})
     weights = lora_state_dict(model) if weights is None else weights
-    sd = {f'{_prefix}{n}.lora_{k}.weight': weights[f'{n}.{k}'].detach().contiguous().cpu() for n in lora_modules(model) for k in 'AB'}
+    sd = {f'{_prefix}{n}.lora_{k}.weight': weights[f'{n}.{k}'].detach().contiguous().cpu()
+          for n in lora_modules(model) for k in 'AB'}
     with atomic_dir(path, overwrite) as d:
         save_file(sd, d/'adapter_model.safetensors', metadata=meta)
         (d/'adapter_config.json').write_text(json.dumps(cfg, indent=2))
     return Path(path)
 
 # %% ../nbs/08_adapters.ipynb #516f4e88
-_plain = {'use_dora': (False, None), 'fan_in_fan_out': (False, None), 'lora_bias': (False, None), 'bias': ('none', None),
-          'rank_pattern': ({}, None), 'alpha_pattern': ({}, None), 'modules_to_save': (None, []), 'target_parameters': (None, []),
-          'layer_replication': (None, [])}  # PEFT options, and the values that leave LoRA plain
+# The keys of adapter_config.json (PEFT 0.21's LoraConfig) lorakit reads, and those that say only
+# where the adapter came from or which layers PEFT wraps (the file's tensors say that too)
+_read_keys = ('peft_type', 'r', 'lora_alpha', 'use_rslora', 'lora_dropout')
+_any_keys = ('task_type', 'peft_version', 'base_model_name_or_path', 'revision', 'inference_mode',
+             'auto_mapping', 'target_modules', 'exclude_modules', 'layers_to_transform',
+             'layers_pattern', 'runtime_config', 'lorakit')
+# Every other option of PEFT's, and the values with which LoRA stays plain: PEFT's default first
+_plain = dict(fan_in_fan_out=(False,), bias=('none',), lora_bias=(False,), use_dora=(False,),
+              init_lora_weights=(True, False, 'gaussian'),  # inits that draw only A and B
+              modules_to_save=(None, []), rank_pattern=({}, None), alpha_pattern=({}, None),
+              layer_replication=(None, []), target_parameters=(None, []),
+              trainable_token_indices=(None,), alora_invocation_tokens=(None,), use_bdlora=(None,),
+              arrow_config=(None,), use_qalora=(False,), qalora_group_size=(16,),
+              loftq_config=({}, None), eva_config=(None,), corda_config=(None,),
+              lora_ga_config=(None,), velora_config=(None,), monteclora_config=(None,),
+              kasa_config=(None,), megatron_config=(None,), megatron_core=('megatron.core', None),
+              ensure_weight_tying=(False,))
+_off = (None, False, '', {}, [])  # a key newer than PEFT 0.21 loads only switched off
+
+def _not_plain(cfg:dict)->list[str]:
+    "The settings of an adapter config that lorakit's LoRA doesn't implement, as 'key=value'."
+    known = set(_read_keys) | set(_any_keys)
+    return [f"{k}={v!r}" for k, v in cfg.items() if k not in known and v not in _plain.get(k, _off)]
+
+# %% ../nbs/08_adapters.ipynb #a54c804a
+def _not_safetensors(f:Path, e:Exception)->ValueError:
+    link = f" (a link to {f.resolve()})" if f.is_symlink() else ''
+    return ValueError(f"{f}{link} is not a safetensors file ({e}): write the adapter again with "
+                      "save_adapter or PEFT's save_pretrained")
 
 def _read_config(d:Path)->dict:
-    "The adapter config in `d`, with lorakit's record of the base from the weights' metadata; refused if it asks for something lorakit's LoRA can't compute."
+    "The adapter config in `d`, with lorakit's record of the base; refused unless it is plain LoRA."
     for f in ('adapter_config.json', 'adapter_model.safetensors'):
-        if not (d/f).exists(): raise FileNotFoundError(f"no {f} in {d}: an adapter directory holds adapter_config.json and adapter_model.safetensors")
-    try: cfg = json.loads((d/'adapter_config.json').read_text())
-    except json.JSONDecodeError as e: raise ValueError(f"{d/'adapter_config.json'} is not valid JSON ({e.msg}, line {e.lineno})") from None
-    if cfg.get('peft_type') != 'LORA': raise ValueError(f"{d} holds a {cfg.get('peft_type')!r} adapter; lorakit reads LoRA adapters only")
-    if missing := [k for k in ('r', 'lora_alpha') if k not in cfg]: raise ValueError(f"{d/'adapter_config.json'} has no {missing}: it is incomplete")
-    if bad := [f"{k}={cfg[k]!r}" for k, ok in _plain.items() if k in cfg and cfg[k] not in ok]:
-        raise ValueError(f"{d} is an adapter with {', '.join(bad)}, which lorakit doesn't implement: it loads plain LoRA and rsLoRA adapters")
-    with safe_open(d/'adapter_model.safetensors', 'pt') as f: meta = f.metadata() or {}  # the header only
-    if 'lorakit' in meta: cfg['lorakit'] = json.loads(meta['lorakit'])  # else an older lorakit adapter's config entry, or none (PEFT's)
+        if not (d/f).exists():
+            raise FileNotFoundError(f"no {f} in {d}: an adapter directory holds "
+                                    "adapter_config.json and adapter_model.safetensors")
+    f = d/'adapter_config.json'
+    try: cfg = json.loads(f.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{f} is not valid JSON ({e.msg}, line {e.lineno})") from None
+    if cfg.get('peft_type') != 'LORA':
+        raise ValueError(f"{d} holds a {cfg.get('peft_type')!r} adapter; "
+                         "lorakit reads LoRA adapters only")
+    if missing := [k for k in ('r', 'lora_alpha') if k not in cfg]:
+        raise ValueError(f"{f} has no {missing}: it is incomplete")
+    if bad := _not_plain(cfg):
+        raise ValueError(f"{f} sets {', '.join(bad)}, which lorakit doesn't implement: "
+                         "as plain LoRA it would compute another model. Load it with PEFT")
+    try:  # the header only
+        with safe_open(d/'adapter_model.safetensors', 'pt') as st: meta = st.metadata() or {}
+    except SafetensorError as e: raise _not_safetensors(d/'adapter_model.safetensors', e) from None
+    # lorakit's record of the base; else an older lorakit adapter's config entry, or none (PEFT's)
+    if 'lorakit' in meta: cfg['lorakit'] = json.loads(meta['lorakit'])
     return cfg
 
 def _read_adapter(d:Path)->tuple[dict, dict]:
     "The config and the tensors (keyed by module path and 'A'/'B') of the adapter in `d`."
     cfg, ts, odd = _read_config(d), {}, []
-    for k, v in load_file(d/'adapter_model.safetensors').items():
+    try: sd = load_file(d/'adapter_model.safetensors')
+    except SafetensorError as e: raise _not_safetensors(d/'adapter_model.safetensors', e) from None
+    for k, v in sd.items():
         name = k.removeprefix(_prefix).replace('.default.', '.')
-        if name.endswith(('.lora_A.weight', '.lora_B.weight')): ts[(name.rsplit('.', 2)[0], name[-8])] = v
-        else: odd.append(k)
-    if odd: raise ValueError(f"{d} has tensors that are not LoRA A/B weights: {odd[:4]}; lorakit can't load biases or modules_to_save")
+        if not name.endswith(('.lora_A.weight', '.lora_B.weight')): odd.append(k)
+        else: ts[(name.rsplit('.', 2)[0], name[-8])] = v
+    if odd:
+        raise ValueError(f"{d} has tensors that are not LoRA A/B weights: {odd[:4]}; "
+                         "lorakit can't load biases or modules_to_save")
     return cfg, ts
 
 # %% ../nbs/08_adapters.ipynb #734031e6
+_cfg_key = dict(r='r', alpha='lora_alpha', rslora='use_rslora')
+
 def _check_adapter(model, ts, paths, cfg):
-    "Raise, naming each problem, if the adapter tensors `ts` and settings `cfg` don't fit the LoRA layers of `model` at `paths`."
+    "Raise, naming each problem, if the tensors `ts` and settings `cfg` don't fit `model`'s LoRA."
     mods = lora_modules(model)
     want = dict(r=cfg['r'], alpha=cfg['lora_alpha'], rslora=cfg.get('use_rslora', False))
     for p in paths:
         for k, v in want.items():
             if p in mods and getattr(mods[p], k) != v:
-                raise ValueError(f"the adapter has {dict(r='r', alpha='lora_alpha', rslora='use_rslora')[k]}={v!r}, but the model's LoRA layer {p} has {k}={getattr(mods[p], k)!r}: "
-                                 f"load it into the model without LoRA (load_adapter adds LoRA with the adapter's settings)")
+                raise ValueError(f"the adapter has {_cfg_key[k]}={v!r}, but the model's LoRA layer "
+                                 f"{p} has {k}={getattr(mods[p], k)!r}: load it into the model "
+                                 "without LoRA (load_adapter adds it with the adapter's settings)")
     missing_mod = sorted(p for p in paths if p not in mods)
     missing_t = sorted(f'{p}.lora_{k}' for p in paths for k in 'AB' if (p, k) not in ts)
     bad = [f"{p}.lora_{k}: file {tuple(t.shape)}, model {tuple(getattr(mods[p], k).shape)}"
@@ -114,21 +168,42 @@ def _warn_base(model, cfg, path):
     "Warn if the adapter was trained on an NF4 base and `model`'s base is not in NF4."
     q = cfg.get('lorakit', {}).get('base_quantization')
     if q and base_quantization(model) is None:
-        warnings.warn(f"{path} was trained on an NF4 base; on this full-precision base it computes a different model. Load the base with "
-                      f"quantize=dict(targets=..., blocksize={q['blocksize']}, double_quant={q['double_quant']}), or merge it with merge_adapter, "
-                      f"which merges into the dequantized NF4 weights", UserWarning)
+        warnings.warn(f"{path} was trained on an NF4 base; on this full-precision base it computes "
+                      "a different model. Load the base with quantize=dict(targets=..., "
+                      f"blocksize={q['blocksize']}, double_quant={q['double_quant']}), or merge "
+                      "it with merge_adapter, which merges into the dequantized NF4 weights",
+                      UserWarning)
 
+# %% ../nbs/08_adapters.ipynb #c494445d
+def _check_others(model:nn.Module, paths:list[str]):
+    "Refuse a model whose LoRA outside `paths` holds an update, or whose LoRA is merged."
+    mods = lora_modules(model)
+    fix = "call unload_lora(model, merge=False) first, or load it into a fresh base"
+    if merged := sorted(p for p, m in mods.items() if m.merged):
+        raise ValueError(f"the model's LoRA is merged into its weights ({merged[0]}, …), where the "
+                         f"adapter's can't replace it: {fix}")
+    other = sorted(p for p, m in mods.items() if p not in paths and m.A.any() and m.B.any())
+    if other:
+        more = f", and {len(other) - 3} more" if len(other) > 3 else ''
+        raise ValueError(f"the model has trained LoRA on {len(other)} layers the adapter doesn't "
+                         f"cover ({', '.join(other[:3])}{more}): their updates would stay on top "
+                         f"of the adapter's. To compute the adapter alone, {fix}")
+
+# %% ../nbs/08_adapters.ipynb #bf21d035
 def load_adapter(model:nn.Module, # the base model (with or without LoRA layers)
                  path:str|Path, # an adapter directory, written by lorakit or PEFT
                 )->nn.Module:
-    "Load a PEFT-format LoRA adapter into `model`, adding LoRA layers with its settings if it has none; return `model`."
+    "Load a PEFT-format LoRA adapter into `model`; add LoRA with its settings if `model` has none."
     cfg, ts = _read_adapter(Path(path))
     paths = sorted({p for p, _ in ts})
     if not lora_modules(model):
         have = {n for n, _ in model.named_modules()}
-        if unknown := [p for p in paths if p not in have]: raise ValueError(f"adapter names layers the model doesn't have: {unknown[:4]}")
-        add_lora(model, paths, r=cfg['r'], alpha=cfg['lora_alpha'], dropout=cfg.get('lora_dropout', 0.), rslora=cfg.get('use_rslora', False))
+        if unknown := [p for p in paths if p not in have]:
+            raise ValueError(f"adapter names layers the model doesn't have: {unknown[:4]}")
+        add_lora(model, paths, r=cfg['r'], alpha=cfg['lora_alpha'],
+                 dropout=cfg.get('lora_dropout', 0.), rslora=cfg.get('use_rslora', False))
     _check_adapter(model, ts, paths, cfg)
+    _check_others(model, paths)
     _warn_base(model, cfg, path)
     mods = lora_modules(model)
     with torch.no_grad():
@@ -139,28 +214,37 @@ def load_adapter(model:nn.Module, # the base model (with or without LoRA layers)
 _bases = ('auto', 'nf4', 'original')
 
 def _quantize_spec(cfg:dict, base:str)->dict|None:
-    "How to load the base for merging: the NF4 settings recorded in the adapter's `cfg`, or defaults; None for full precision."
+    "How to load the base for merging: the NF4 settings the adapter recorded, or defaults; or None."
     check_arg('base', base, base in _bases, f'one of {_bases}')
     q = cfg.get('lorakit', {}).get('base_quantization')
     if base == 'original' or (base == 'auto' and q is None): return None
-    if q is None: return dict(targets='all-linear', blocksize=64, double_quant=True)  # PEFT + bitsandbytes' defaults
-    return dict(targets=q['modules'], blocksize=q['blocksize'], double_quant=q['double_quant'], dtype=q['dtype'])
+    if q is None: return dict(targets='all-linear', blocksize=64, double_quant=True)  # PEFT + bnb's
+    return dict(targets=q['modules'], blocksize=q['blocksize'], double_quant=q['double_quant'],
+                dtype=q['dtype'])
 
 def merged_model(model_dir:str|Path, # the base checkpoint
                  adapter_dir:str|Path, # the adapter (lorakit's or PEFT's)
-                 base:str='auto', # merge into: 'auto' (what the adapter was trained on), 'nf4' (dequantized NF4 weights) or 'original'
+                 # merge into: 'auto' (what the adapter was trained on), 'nf4' (the dequantized NF4
+                 # weights) or 'original'
+                 base:str='auto',
                  dtype:str='float32', # the merged weights' dtype
                 )->Llama:
-    "The base in `model_dir` with the adapter in `adapter_dir` folded into its weights: a plain `Llama`."
+    "The base in `model_dir` with the adapter in `adapter_dir` merged into its weights: a `Llama`."
     spec = _quantize_spec(_read_config(Path(adapter_dir)), base)
     qdtype = spec.pop('dtype', 'float32') if spec else dtype
-    model = load_adapter(Llama.from_pretrained(model_dir, dtype=qdtype, device='cpu', quantize=spec or False), adapter_dir)
-    model = unload_lora(merge_to_16bit(model, dtype=get_dtype(dtype)))  # NF4 layers first, then any LoRA on full-precision ones
+    model = Llama.from_pretrained(model_dir, dtype=qdtype, device='cpu', quantize=spec or False)
+    with warnings.catch_warnings():
+        if base == 'original':  # asked for: no warning that this isn't the base it trained on
+            warnings.filterwarnings('ignore', '.* was trained on an NF4 base', UserWarning)
+        model = load_adapter(model, adapter_dir)
+    # NF4 layers first, then any LoRA on full-precision ones
+    model = unload_lora(merge_to_16bit(model, dtype=get_dtype(dtype)))
     return model.to(get_dtype(dtype))
 
 # %% ../nbs/08_adapters.ipynb #ac1fb640
-TOKENIZER_FILES = ('tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'tokenizer.model', 'added_tokens.json',
-                   'vocab.json', 'merges.txt', 'chat_template.jinja', 'generation_config.json')
+TOKENIZER_FILES = ('tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json',
+                   'tokenizer.model', 'added_tokens.json', 'vocab.json', 'merges.txt',
+                   'chat_template.jinja', 'generation_config.json')
 
 def _check_out(out:Path, **inputs:Path):
     "Refuse an output directory that is, lies inside, or contains one of the `inputs` directories."
@@ -168,20 +252,24 @@ def _check_out(out:Path, **inputs:Path):
     for name, p in inputs.items():
         p = Path(p).resolve()
         if o == p or p in o.parents or o in p.parents:
-            raise ValueError(f"--out {out} {'is' if o == p else 'overlaps'} the {name} directory {p}: writing there would destroy it; pick another --out")
+            what = 'is' if o == p else 'overlaps'
+            raise ValueError(f"--out {out} {what} the {name} directory {p}: writing there would "
+                             "destroy it; pick another --out")
 
-def merge_adapter(model_dir:str|Path, adapter_dir:str|Path, out:str|Path, # the base, the adapter, and where to write
+def merge_adapter(model_dir:str|Path, adapter_dir:str|Path, out:str|Path, # base, adapter, output
                   dtype:str='float32', base:str='auto', # as in `merged_model`
                   overwrite:bool=False, # replace `out` if it holds files
                  )->dict:
-    "Merge the adapter in `adapter_dir` into the base in `model_dir` and write a plain checkpoint with the base's tokenizer to `out`; say what was done."
-    check_arg('base', base, base in _bases, f'one of {_bases}'); get_dtype(dtype)
+    "Merge an adapter into its base; write a plain checkpoint and the base's tokenizer to `out`."
+    check_arg('base', base, base in _bases, f'one of {_bases}')
+    get_dtype(dtype)
     _check_out(Path(out), model=Path(model_dir), adapter=Path(adapter_dir))
     check_out_dir(out, overwrite)
     model = merged_model(model_dir, adapter_dir, base, dtype)
     with atomic_dir(out, overwrite) as d:
         model.save_pretrained(d)
-        if Path(model_dir).suffix == '.gguf': load_tokenizer(model_dir).save_pretrained(d)  # the tokenizer a GGUF file holds, as files
+        if Path(model_dir).suffix == '.gguf':  # the tokenizer a GGUF file holds, as files
+            load_tokenizer(model_dir).save_pretrained(d)
         for f in TOKENIZER_FILES:
             if (Path(model_dir)/f).is_file(): shutil.copy2(Path(model_dir)/f, d/f)
     into = 'original' if _quantize_spec(_read_config(Path(adapter_dir)), base) is None else 'nf4'

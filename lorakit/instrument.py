@@ -28,21 +28,28 @@ def _lora_or_trainable(model:nn.Module)->list[str]:
     return [n for n, p in model.named_parameters() if p.requires_grad or n.endswith(('.A', '.B'))]
 
 class GradNorms(Callback):
-    "The norm of every watched parameter's gradient at each step, taken before clipping; grouped by module for a heatmap."
+    "The norm of every watched parameter's gradient at each step, before clipping, by module."
     def __init__(self, model:nn.Module, # the model whose gradients to watch
-                 names:list[str]|None=None, # parameter names; default: those that train, and every LoRA `A` and `B`, even frozen ones
+                 # parameter names; default: those that train, and every LoRA `A` and `B`, even
+                 # frozen ones
+                 names:list[str]|None=None,
                 ):
         ps = dict(model.named_parameters())
         self.names = names or _lora_or_trainable(model)
-        if missing := [n for n in self.names if n not in ps]: raise ValueError(f"{missing[0]!r} is not a parameter of the model: pick names from model.named_parameters()")
+        if missing := [n for n in self.names if n not in ps]:
+            raise ValueError(f"{missing[0]!r} is not a parameter of the model: "
+                             "pick names from model.named_parameters()")
         self.params, self.steps, self.norms = [ps[n] for n in self.names], [], []
 
     def record(self, step:int|None=None):
         "Take the norms of the gradients now in `.grad`; a parameter without one counts as 0."
         have = [i for i, p in enumerate(self.params) if p.grad is not None]
         v = torch.zeros(len(self.params))
-        if have: v[have] = torch.stack(torch._foreach_norm([self.params[i].grad for i in have])).float().cpu()
-        self.steps.append(len(self.steps) + 1 if step is None else step); self.norms.append(v)
+        if have:
+            norms = torch._foreach_norm([self.params[i].grad for i in have])
+            v[have] = torch.stack(norms).float().cpu()
+        self.steps.append(len(self.steps) + 1 if step is None else step)
+        self.norms.append(v)
 
     def after_backward(self, s:LoopState): self.record(s.step)
 
@@ -62,7 +69,7 @@ def by_module(self:GradNorms)->tuple[list[str], torch.Tensor]:
 
 @patch
 def total(self:GradNorms)->torch.Tensor:
-    "The total gradient norm of the watched parameters at each step (what clipping compares with `clip`)."
+    "The total gradient norm of the watched parameters at each step (what clipping compares)."
     return self.table().pow(2).sum(1).sqrt()
 
 @patch
@@ -71,19 +78,25 @@ def dead(self:GradNorms)->list[str]:
     return [n for n, z in zip(self.names, (self.table() == 0).all(0).tolist()) if z and self.norms]
 
 # %% ../nbs/09_instrument.ipynb #65bff498
-def _short(name:str)->str: return name.removeprefix("model.").replace('layers.', 'L').replace('self_attn.', '').replace('mlp.', '')
+def _short(name:str)->str:
+    return (name.removeprefix("model.").replace('layers.', 'L').replace('self_attn.', '')
+            .replace('mlp.', ''))
 
 @patch
 def plot(self:GradNorms, path:str|Path|None=None, title:str='gradient norm by module'):
-    "A heatmap of log10 gradient norm, module by step (zeros in white), over the total norm; saved to `path` if given."
+    "A heatmap of log10 gradient norm, module by step (zeros in white), over the total norm."
     import matplotlib.pyplot as plt
     mods, g = self.by_module()
-    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(9, 2 + 0.16*len(mods)), sharex=True, height_ratios=(4, 1))
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(9, 2 + 0.16*len(mods)), sharex=True,
+                                  height_ratios=(4, 1))
     img = torch.where(g > 0, g.clamp_min(1e-30).log10(), torch.nan).T.numpy()
-    im = ax.imshow(img, aspect='auto', interpolation='nearest', cmap='viridis', extent=(self.steps[0]-.5, self.steps[-1]+.5, len(mods)-.5, -.5))
-    ax.set_yticks(range(len(mods)), [_short(m) for m in mods], fontsize=6); ax.set_title(title)
+    extent = (self.steps[0]-.5, self.steps[-1]+.5, len(mods)-.5, -.5)
+    im = ax.imshow(img, aspect='auto', interpolation='nearest', cmap='viridis', extent=extent)
+    ax.set_yticks(range(len(mods)), [_short(m) for m in mods], fontsize=6)
+    ax.set_title(title)
     fig.colorbar(im, ax=ax, label='log10 norm', pad=0.01)
-    ax2.plot(self.steps, self.total().numpy()); ax2.set(xlabel='step', ylabel='total'); ax2.set_yscale('log')
+    ax2.plot(self.steps, self.total().numpy())
+    ax2.set(xlabel='step', ylabel='total', yscale='log')
     fig.tight_layout()
     if path:
         with atomic_path(path) as t: fig.savefig(t, format='png', dpi=100)
@@ -92,10 +105,11 @@ def plot(self:GradNorms, path:str|Path|None=None, title:str='gradient norm by mo
 # %% ../nbs/09_instrument.ipynb #a68c3f4d
 @patch
 def save(self:GradNorms, out:str|Path):
-    "Write `grad_norms.json` (names, steps and norms) and `grad_norms.png` into the run directory `out`."
+    "Write `grad_norms.json` (names, steps and norms) and `grad_norms.png` into the run directory."
     import matplotlib.pyplot as plt
     out = Path(out)
-    with atomic_path(out/'grad_norms.json') as t: t.write_text(json.dumps(dict(names=self.names, steps=self.steps, norms=self.table().tolist())))
+    d = dict(names=self.names, steps=self.steps, norms=self.table().tolist())
+    with atomic_path(out/'grad_norms.json') as t: t.write_text(json.dumps(d))
     if self.norms: plt.close(self.plot(out/'grad_norms.png'))
 
 @patch
@@ -104,7 +118,8 @@ def begin_fit(self:GradNorms, s:LoopState):
     f = s.out and Path(s.out)/'grad_norms.json'
     if s.step and f and f.exists() and (d := json.loads(f.read_text()))['names'] == self.names:
         keep = [i for i, k in enumerate(d['steps']) if k <= s.step]
-        self.steps, self.norms = [d['steps'][i] for i in keep], [torch.tensor(d['norms'][i]) for i in keep]
+        self.steps = [d['steps'][i] for i in keep]
+        self.norms = [torch.tensor(d['norms'][i]) for i in keep]
 
 @patch
 def end_fit(self:GradNorms, s:LoopState):
@@ -117,39 +132,56 @@ def _z(v:float, xs)->float:
     return (v - m) / max(sd, 1e-6 * abs(m), 1e-12)
 
 class SpikeGuard(Callback):
-    "Flag a step whose loss or gradient norm is `z` standard deviations above the last `window` steps' (and skip its update if `skip`)."
+    "Flag a step whose loss or grad norm is `z` sd above the last `window` steps', or isn't finite."
     def __init__(self, window:int=128, # how many recent steps make the baseline
                  z:float=6., # how far above the mean, in standard deviations, is a spike
-                 warmup:int=20, # steps of history needed before the guard flags anything
+                 warmup:int=20, # steps of history needed before the guard compares with it
                  skip:bool=False, # skip the update of a spike step
                  log=None, # `log(str)` for a line per spike; default: stderr
                 ):
         check_arg('window', window, type(window) is int and window >= 2, 'an int >= 2')
-        check_arg('warmup', warmup, type(warmup) is int and 2 <= warmup <= window, f'an int in 2..window ({window})')
-        self.window, self.z, self.warmup, self.skip, self.log = window, z, warmup, skip, log or (lambda m: print(m, file=sys.stderr))
+        check_arg('warmup', warmup, type(warmup) is int and 2 <= warmup <= window,
+                  f'an int in 2..window ({window})')
+        self.window, self.z, self.warmup, self.skip = window, z, warmup, skip
+        self.log = log or (lambda m: print(m, file=sys.stderr))
         self.losses, self.norms, self.spikes = deque(maxlen=window), deque(maxlen=window), []
 
     def check(self, step:int, loss:float, grad_norm:float)->dict|None:
-        "A record of the spike if this step is one; else add the step to the baseline and return None."
-        if len(self.losses) >= self.warmup:
-            zl, zg = _z(loss, self.losses), _z(grad_norm, self.norms)
-            if max(zl, zg) > self.z: return dict(step=step, loss=loss, grad_norm=grad_norm, z_loss=round(zl, 2), z_grad_norm=round(zg, 2), skipped=self.skip)
-        self.losses.append(loss); self.norms.append(grad_norm)
+        "A record of the spike if this step is one; else add the step to the baseline, and None."
+        warm = len(self.losses) >= self.warmup
+        z = lambda v, xs: _z(v, xs) if warm and math.isfinite(v) else None
+        zl, zg = z(loss, self.losses), z(grad_norm, self.norms)
+        if math.isfinite(loss) and math.isfinite(grad_norm) and not (warm and max(zl, zg) > self.z):
+            self.losses.append(loss)
+            self.norms.append(grad_norm)
+            return None
+        r = lambda v: None if v is None else round(v, 2)
+        return dict(step=step, loss=loss, grad_norm=grad_norm, z_loss=r(zl), z_grad_norm=r(zg),
+                    skipped=self.skip)
 
 # %% ../nbs/09_instrument.ipynb #3ad458fa
 def module_norms(model:nn.Module, top:int|None=None)->dict[str, float]:
-    "The gradient norm of each module's parameters now in `.grad`, largest first (the first `top`)."
+    "The gradient norm of each module's parameters now in `.grad`: non-finite first, then largest."
     sq = {}
     for n, p in model.named_parameters():
-        if p.grad is not None: sq[_module_of(n)] = sq.get(_module_of(n), 0.) + p.grad.float().pow(2).sum().item()
-    return dict(sorted(((k, round(math.sqrt(v), 6)) for k, v in sq.items()), key=lambda kv: -kv[1])[:top])
+        if p.grad is not None:
+            sq[_module_of(n)] = sq.get(_module_of(n), 0.) + p.grad.float().pow(2).sum().item()
+    norms = ((k, round(math.sqrt(v), 6)) for k, v in sq.items())
+    return dict(sorted(norms, key=lambda kv: (math.isfinite(kv[1]), -kv[1]))[:top])
+
+def _with_z(v:float, z:float|None)->str:
+    "`v`, and its z-score if it has one."
+    if not math.isfinite(v): return f"{v} (not finite)"
+    return f"{v:.4g}" if z is None else f"{v:.4g} ({z:+.1f} sd)"
 
 @patch
 def after_backward(self:SpikeGuard, s:LoopState):
     if not (sp := self.check(s.step, s.loss, s.grad_norm)): return
     sp |= dict(rows=[r.tolist() for r in s.rows], layers=module_norms(s.model, top=8))
-    self.spikes.append(sp); s.skip = s.skip or self.skip
-    self.log(f"\nspike at step {sp['step']}: loss {sp['loss']:.4g} ({sp['z_loss']:+.1f} sd), grad norm {sp['grad_norm']:.4g} ({sp['z_grad_norm']:+.1f} sd)"
+    self.spikes.append(sp)
+    s.skip = s.skip or self.skip
+    self.log(f"\nspike at step {sp['step']}: loss {_with_z(sp['loss'], sp['z_loss'])}, "
+             f"grad norm {_with_z(sp['grad_norm'], sp['z_grad_norm'])}"
              f"{'; update skipped' if self.skip else ''}; rows {sp['rows'][0][:8]}")
     if s.out:
         with open(Path(s.out)/'spikes.jsonl', 'a') as f: f.write(json.dumps(sp) + '\n')
@@ -160,9 +192,11 @@ def after_step(self:SpikeGuard, s:LoopState):
 
 @patch
 def begin_fit(self:SpikeGuard, s:LoopState):
-    "Rebuild the baseline from a resumed run's history, leaving out its spikes, as an unbroken run would have it."
+    "Rebuild the baseline from a resumed run's history, without spikes, as an unbroken run would."
     for r in s.history[-self.window:]:
-        if not r.get('spike'): self.losses.append(r['loss']); self.norms.append(r['grad_norm'])
+        if not r.get('spike') and math.isfinite(r['loss']) and math.isfinite(r['grad_norm']):
+            self.losses.append(r['loss'])
+            self.norms.append(r['grad_norm'])
     f = s.out and Path(s.out)/'spikes.jsonl'
     if f and f.exists():
         keep = [l for l in f.read_text().splitlines() if json.loads(l)['step'] <= s.step]
@@ -170,37 +204,48 @@ def begin_fit(self:SpikeGuard, s:LoopState):
 
 # %% ../nbs/09_instrument.ipynb #fe7442dd
 def _leaf_layers(model:nn.Module)->list[str]:
-    "Names of the layers with `in_features` (Linear, LoRA, NF4) that aren't inside another such layer."
+    "Names of the layers with `in_features` (Linear, LoRA, NF4) that aren't inside another one."
     names = [n for n, m in model.named_modules() if hasattr(m, 'in_features')]
     return [n for n in names if not any(n.startswith(o + '.') for o in names if o != n)]
 
 class ActivationStats(Callback):
-    "Mean, std, fraction near zero, fraction saturated and a histogram of chosen modules' outputs, at every forward (or every `every` steps of `train`)."
+    "Mean, std, fractions near zero and saturated, and a histogram of chosen modules' outputs."
     def __init__(self, model:nn.Module, # the model to watch
-                 modules:list[str]|None=None, # module names; default: every Linear-like layer not inside another
-                 every:int=1, # in `train`: record every this many steps (the first micro-batch of each)
+                 # module names; default: every Linear-like layer not inside another
+                 modules:list[str]|None=None,
+                 # in `train`: record every this many steps (the first micro-batch of each)
+                 every:int=1,
                  bins:int=40, # histogram bins over [-hi, hi]
                  hi:float=8., # the histogram's range; beyond it a value counts as saturated
                  zero:float=1e-2, # |a| below this counts as near zero
                 ):
-        mods = dict(model.named_modules()); self.names = modules or _leaf_layers(model)
-        if missing := [n for n in self.names if n not in mods]: raise ValueError(f"{missing[0]!r} is not a module of the model: pick names from model.named_modules()")
-        self.model, self.mods, self.every, self.bins, self.hi, self.zero = model, [mods[n] for n in self.names], every, bins, hi, zero
-        self.stats, self.hists, self._handles, self._step, self._seen, self.in_train = {n: [] for n in self.names}, {n: [] for n in self.names}, [], None, set(), False
+        mods = dict(model.named_modules())
+        self.names = modules or _leaf_layers(model)
+        if missing := [n for n in self.names if n not in mods]:
+            raise ValueError(f"{missing[0]!r} is not a module of the model: "
+                             "pick names from model.named_modules()")
+        self.model, self.mods = model, [mods[n] for n in self.names]
+        self.every, self.bins, self.hi, self.zero = every, bins, hi, zero
+        self.stats, self.hists = {n: [] for n in self.names}, {n: [] for n in self.names}
+        self._handles, self._step, self._seen, self.in_train = [], None, set(), False
 
     def _hook(self, name:str):
         def hook(m, args, out):
-            if not torch.is_tensor(out) or (self.in_train and (self._step is None or name in self._seen)): return
+            if not torch.is_tensor(out): return
+            if self.in_train and (self._step is None or name in self._seen): return
             self._seen.add(name)
             a = out.detach().float()
-            st = torch.stack([a.mean(), a.std(), (a.abs() < self.zero).float().mean(), (a.abs() >= self.hi).float().mean()]).tolist()
+            st = torch.stack([a.mean(), a.std(), (a.abs() < self.zero).float().mean(),
+                              (a.abs() >= self.hi).float().mean()]).tolist()
             step = self._step if self.in_train else len(self.stats[name]) + 1
-            self.stats[name].append(dict(step=step, mean=st[0], std=st[1], near_zero=st[2], saturated=st[3]))
+            self.stats[name].append(dict(step=step, mean=st[0], std=st[1], near_zero=st[2],
+                                         saturated=st[3]))
             self.hists[name].append(torch.histc(a, self.bins, -self.hi, self.hi).cpu())
         return hook
 
     def __enter__(self):
-        self._handles = [m.register_forward_hook(self._hook(n)) for n, m in zip(self.names, self.mods)]
+        self._handles = [m.register_forward_hook(self._hook(n))
+                         for n, m in zip(self.names, self.mods)]
         return self
     def __exit__(self, *exc):
         for h in self._handles: h.remove()
@@ -208,11 +253,15 @@ class ActivationStats(Callback):
 
 # %% ../nbs/09_instrument.ipynb #23c05809
 @patch
-def begin_fit(self:ActivationStats, s:LoopState): self.in_train = True; self.__enter__()
+def begin_fit(self:ActivationStats, s:LoopState):
+    self.in_train = True
+    self.__enter__()
 @patch
-def before_step(self:ActivationStats, s:LoopState): self._step, self._seen = (s.step if (s.step - 1) % self.every == 0 else None), set()
+def before_step(self:ActivationStats, s:LoopState):
+    self._step, self._seen = (s.step if (s.step - 1) % self.every == 0 else None), set()
 @patch
-def after_backward(self:ActivationStats, s:LoopState): self._step = None  # not the recomputed forwards of gradient checkpointing, nor validation
+def after_backward(self:ActivationStats, s:LoopState):
+    self._step = None  # not the recomputed forwards of gradient checkpointing, nor validation
 @patch
 def end_fit(self:ActivationStats, s:LoopState):
     self.__exit__()
@@ -231,16 +280,20 @@ def dead(self:ActivationStats, frac:float=0.99)->list[str]:
 # %% ../nbs/09_instrument.ipynb #7629e407
 @patch
 def plot(self:ActivationStats, names:list[str]|None=None, path:str|Path|None=None):
-    "For each of `names`: mean, std and fraction near zero over steps, and the histogram over steps (the 'colorful dimension')."
+    "For each of `names`: mean, std, fraction near zero, and the histogram, over steps."
     import matplotlib.pyplot as plt
     names = names or [n for n in self.names if self.stats[n]][:4]
     fig, axs = plt.subplots(len(names), 3, figsize=(12, 2.2*len(names)), squeeze=False)
     for row, n in zip(axs, names):
         steps = [r['step'] for r in self.stats[n]]
-        for ax, k in zip(row[:2], ('mean', 'std')): ax.plot(steps, [r[k] for r in self.stats[n]]); ax.set_title(f"{_short(n)}: {k}", fontsize=8)
-        row[1].plot(steps, [r['near_zero'] for r in self.stats[n]], '--', label='near zero'); row[1].legend(fontsize=6)
+        for ax, k in zip(row[:2], ('mean', 'std')):
+            ax.plot(steps, [r[k] for r in self.stats[n]])
+            ax.set_title(f"{_short(n)}: {k}", fontsize=8)
+        row[1].plot(steps, [r['near_zero'] for r in self.stats[n]], '--', label='near zero')
+        row[1].legend(fontsize=6)
         h = torch.stack(self.hists[n]).T.log1p().numpy()
-        row[2].imshow(h, aspect='auto', origin='lower', cmap='viridis', extent=(steps[0]-.5, steps[-1]+.5, -self.hi, self.hi))
+        extent = (steps[0]-.5, steps[-1]+.5, -self.hi, self.hi)
+        row[2].imshow(h, aspect='auto', origin='lower', cmap='viridis', extent=extent)
         row[2].set_title(f"{_short(n)}: histogram over steps", fontsize=8)
     fig.tight_layout()
     if path:
@@ -249,7 +302,7 @@ def plot(self:ActivationStats, names:list[str]|None=None, path:str|Path|None=Non
 
 @patch
 def save(self:ActivationStats, out:str|Path):
-    "Write `activations.json` (each module's statistics per step) and `activations.png` into the run directory `out`."
+    "Write `activations.json` (each module's statistics per step) and `activations.png` into `out`."
     import matplotlib.pyplot as plt
     with atomic_path(Path(out)/'activations.json') as t: t.write_text(json.dumps(self.stats))
     if any(self.stats.values()): plt.close(self.plot(path=Path(out)/'activations.png'))
@@ -259,7 +312,7 @@ def save(self:ActivationStats, out:str|Path):
 def token_mean(losses:Float[torch.Tensor, "B T"], # each token's loss
                mask:Bool[torch.Tensor, "B T"], # which tokens count
               )->Float[torch.Tensor, ""]:
-    "The mean of `losses` over the tokens where `mask` is set; both must be (B, T), so a (B, T, 1) mask can't broadcast."
+    "The mean of `losses` where `mask` is set; both (B, T), so a (B, T, 1) mask can't broadcast."
     return (losses * mask).sum() / mask.sum().clamp_min(1)
 
 # %% ../nbs/09_instrument.ipynb #d5ae0658
@@ -268,52 +321,62 @@ _all_ = ['check_loss_at_init', 'overfit_one_batch', 'CheckError']
 # %% ../nbs/09_instrument.ipynb #8daeeb36
 @dataclass
 class GradReport:
-    "What `check_grad` found: whether `gradcheck` passed in float64, and each dtype's error against float64."
+    "What `check_grad` found: whether `gradcheck` passed in float64, and each dtype's error."
     ok:bool # gradcheck passed
     rows:list # one dict per dtype
     message:str='' # gradcheck's complaint, if it failed
     def __repr__(self):
         ks = list(self.rows[-1])
         fmt = lambda v: f"{v:.2e}" if isinstance(v, float) else str(v)
-        lines = ['| ' + ' | '.join(ks) + ' |', '|' + '---|'*len(ks)] + ['| ' + ' | '.join(fmt(r.get(k, '')) for k in ks) + ' |' for r in self.rows]
+        lines = ['| ' + ' | '.join(ks) + ' |', '|' + '---|'*len(ks)]
+        lines += ['| ' + ' | '.join(fmt(r.get(k, '')) for k in ks) + ' |' for r in self.rows]
         return '\n'.join(lines + ([f"\ngradcheck: {self.message}"] if self.message else []))
     def _repr_markdown_(self): return repr(self)
 
 def _as(a, dtype):
-    "`a` in `dtype` as a fresh leaf keeping its requires_grad, if it is a floating tensor; else `a`."
-    return a.detach().to(dtype).requires_grad_(a.requires_grad) if torch.is_tensor(a) and a.is_floating_point() else a
+    "`a` in `dtype`, a fresh leaf keeping its requires_grad, if it is a floating tensor; else `a`."
+    if not (torch.is_tensor(a) and a.is_floating_point()): return a
+    return a.detach().to(dtype).requires_grad_(a.requires_grad)
 
-def _rel(a:torch.Tensor, b:torch.Tensor)->float: return ((a.double() - b).norm() / b.norm().clamp_min(1e-300)).item()
+def _rel(a:torch.Tensor, b:torch.Tensor)->float:
+    return ((a.double() - b).norm() / b.norm().clamp_min(1e-300)).item()
 
 # %% ../nbs/09_instrument.ipynb #0f20bc53
 def _dtype_row(fn, inputs:tuple, dtype:torch.dtype, seed:int)->dict:
-    "The relative error of `fn`'s output and input gradients in `dtype`, against float64 on the same (rounded) inputs."
+    "The relative error of `fn`'s output and input gradients in `dtype`, against float64."
     xs = [_as(a, dtype) for a in inputs]
-    ref = [_as(a, torch.float64) for a in xs]
+    ref = [_as(a, torch.float64) for a in xs]  # the same inputs, rounded to `dtype` first
     diff = lambda zs: [z for z in zs if torch.is_tensor(z) and z.requires_grad]
     out, out64 = fn(*xs), fn(*ref)
     v = torch.randn(out64.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
-    g, g64 = torch.autograd.grad(out, diff(xs), v.to(dtype)), torch.autograd.grad(out64, diff(ref), v)
+    g = torch.autograd.grad(out, diff(xs), v.to(dtype))
+    g64 = torch.autograd.grad(out64, diff(ref), v)
     eps = torch.finfo(dtype).eps
     e_out, e_grad = _rel(out, out64), max(_rel(a, b) for a, b in zip(g, g64))
-    return dict(dtype=str(dtype).removeprefix('torch.'), gradcheck='', output_err=e_out, grad_err=e_grad, grad_err_in_eps=round(e_grad/eps, 2))
+    return dict(dtype=str(dtype).removeprefix('torch.'), gradcheck='', output_err=e_out,
+                grad_err=e_grad, grad_err_in_eps=round(e_grad/eps, 2))
 
 def check_grad(fn, # a function of `inputs` returning a tensor
-               *inputs, # tensors (those with requires_grad are checked) and anything else `fn` takes
-               fast_mode:bool=True, # gradcheck's fast mode: one random direction instead of the full Jacobian
+               *inputs, # tensors (those with requires_grad are checked), and any other argument
+               fast_mode:bool=True, # gradcheck's fast mode: one random direction, not the Jacobian
                dtypes=(torch.float32, torch.bfloat16), # the dtypes to measure against float64
                seed:int=0, # seed of the random output gradient
+               eps:float=1e-6, # the finite-difference step, in float64
+               atol:float=1e-7, # gradcheck's absolute tolerance (its default, 1e-5, is for float32)
+               rtol:float=1e-6, # gradcheck's relative tolerance (its default 1e-3 hides a 0.1% bug)
               )->GradReport:
-    "Check `fn`'s backward against finite differences in float64 (`gradcheck`), and measure its float32/bf16 error against float64."
+    "Check `fn`'s backward against finite differences in float64, and its float32/bf16 error."
     x64 = [_as(a, torch.float64) for a in inputs]
-    try: ok, msg = torch.autograd.gradcheck(fn, x64, fast_mode=fast_mode), ''
+    try:
+        ok = torch.autograd.gradcheck(fn, x64, eps=eps, atol=atol, rtol=rtol, fast_mode=fast_mode)
+        msg = ''
     except GradcheckError as e: ok, msg = False, str(e).strip().splitlines()[0]
-    rows = [dict(dtype='float64', gradcheck='passed' if ok else 'FAILED')] + [_dtype_row(fn, inputs, d, seed) for d in dtypes]
-    return GradReport(ok, rows, msg)
+    rows = [dict(dtype='float64', gradcheck='passed' if ok else 'FAILED')]
+    return GradReport(ok, rows + [_dtype_row(fn, inputs, d, seed) for d in dtypes], msg)
 
 # %% ../nbs/09_instrument.ipynb #8de792a8
 def wilson(k:int, n:int, z:float=1.96)->tuple[float, float]:
-    "The Wilson score interval for `k` failures in `n` runs (95% for `z`=1.96): sound even at 0 or `n` failures."
+    "The Wilson score interval for `k` failures in `n` runs (95% for `z`=1.96), sound at 0 or `n`."
     p, d = k / n, 1 + z*z/n
     c, h = (p + z*z/(2*n)) / d, z * math.sqrt(p*(1 - p)/n + z*z/(4*n*n)) / d
     return (max(0., c - h), min(1., c + h))
@@ -321,29 +384,45 @@ def wilson(k:int, n:int, z:float=1.96)->tuple[float, float]:
 @dataclass
 class Flakiness:
     "How often a seeded test failed."
-    n:int; failures:int; rate:float; ci:tuple; seeds:list
-    worst:float|None=None # the largest mismatch the test returned
+    n:int
+    failures:int
+    rate:float
+    ci:tuple
+    seeds:list
+    worst:float|None=None # the largest mismatch the test returned (NaN if one was NaN)
     worst_seed:int|None=None
     error:str='' # the first failure's message
     def __repr__(self):
-        w = f"; worst mismatch {self.worst:.3g} (seed {self.worst_seed})" if self.worst is not None else ''
-        return (f"{self.failures}/{self.n} failed ({self.rate:.1%}, 95% CI {self.ci[0]:.1%}–{self.ci[1]:.1%}); "
-                f"failing seeds {self.seeds[:10]}{' …' if len(self.seeds) > 10 else ''}{w}")
+        w, s = self.worst, self.worst_seed
+        w = '' if w is None else f"; worst mismatch {w:.3g} (seed {s})"
+        more = ' …' if len(self.seeds) > 10 else ''
+        return (f"{self.failures}/{self.n} failed ({self.rate:.1%}, 95% CI {self.ci[0]:.1%}–"
+                f"{self.ci[1]:.1%}); failing seeds {self.seeds[:10]}{more}{w}")
+
+def _worse(m:float, worst:float|None)->bool:
+    "Whether mismatch `m` is worse than `worst`: a NaN is worse than any number."
+    return worst is None or (not math.isnan(worst) and (math.isnan(m) or m > worst))
 
 def flaky(test, # `test(seed)`: raises AssertionError to fail; may return its mismatch (a number)
           n:int=100, # how many seeds to run
-          tol:float|None=None, # a returned mismatch above this fails too
+          tol:float|None=None, # a returned mismatch above this fails too; a NaN one always fails
           seed:int=0, # the first seed; `set_seed(s)` is called before each run
          )->Flakiness:
-    "Run `test` over `n` seeds; return the failure count and rate with a 95% Wilson interval, the failing seeds and the worst mismatch."
+    "Run `test` over `n` seeds: failures and their rate (95% Wilson interval), the worst mismatch."
     fails, worst, ws, err = [], None, None, ''
     for s in range(seed, seed + n):
         set_seed(s)
         try: m = test(s)
-        except AssertionError as e: fails.append(s); err = err or (str(e).strip().splitlines() or ['AssertionError'])[0][:200]; continue
+        except AssertionError as e:
+            fails.append(s)
+            err = err or (str(e).strip().splitlines() or ['AssertionError'])[0][:200]
+            continue
         if m is None: continue
-        if worst is None or m > worst: worst, ws = float(m), s
-        if tol is not None and m > tol: fails.append(s)
+        m = float(m)
+        if _worse(m, worst): worst, ws = m, s
+        if math.isnan(m) or (tol is not None and m > tol):  # NaN > tol is False: test for it
+            fails.append(s)
+            err = err or f"mismatch {m:.3g} at seed {s}"
     return Flakiness(n, len(fails), len(fails)/n, wilson(len(fails), n), fails, worst, ws, err)
 
 # %% ../nbs/09_instrument.ipynb #ed64d8bf
@@ -351,7 +430,7 @@ def matmul_bound(a:torch.Tensor, # (..., K)
                  b:torch.Tensor, # (K, N)
                  dtype:torch.dtype=torch.float32, # the dtype the sums run in
                 )->torch.Tensor:
-    "Elementwise bound on the rounding error of `a @ b` summed in `dtype`, in any order: γ_K |a| @ |b| (Higham, Thm 3.4)."
+    "Elementwise bound on the rounding error of `a @ b` in `dtype`: γ_K |a| @ |b| (Higham Thm 3.4)."
     u, K = torch.finfo(dtype).eps / 2, a.shape[-1]
     return K*u / (1 - K*u) * (a.double().abs() @ b.double().abs())
 
@@ -365,11 +444,12 @@ def _tensors(o)->list:
 def _bad(ts)->bool: return any(t.is_floating_point() and not torch.isfinite(t).all() for t in ts)
 
 class NaNTracer(Callback):
-    "Name the first module whose output goes non-finite in forward, or whose input's gradient does in backward, and the step."
+    "Name the first module whose output (forward) or input's gradient (backward) isn't finite."
     def __init__(self, model:nn.Module, # the model to watch
-                 raise_on_nan:bool=False, # raise `NonFiniteError` naming the module as soon as one is found
+                 raise_on_nan:bool=False, # raise `NonFiniteError` naming the module once found
                 ):
-        self.model, self.raise_on_nan, self.report, self.step, self.calls, self._handles, self._loop = model, raise_on_nan, None, 0, 0, [], False
+        self.model, self.raise_on_nan, self.report = model, raise_on_nan, None
+        self.step, self.calls, self._handles, self._loop = 0, 0, [], False
         self.names = {}
         for n, m in model.named_modules(): self.names.setdefault(m, n)
 
@@ -377,7 +457,8 @@ class NaNTracer(Callback):
         self.report = dict(module=self.names[m], type=type(m).__name__, step=self.step, phase=phase)
         if self.raise_on_nan:
             what = 'output' if phase == 'forward' else "input's gradient"
-            raise NonFiniteError(f"non-finite {what} first in module '{self.names[m]}' ({type(m).__name__}) at step {self.step}, in {phase}")
+            raise NonFiniteError(f"non-finite {what} first in module '{self.names[m]}' "
+                                 f"({type(m).__name__}) at step {self.step}, in {phase}")
 
 # %% ../nbs/09_instrument.ipynb #14a1b0ed
 @patch
@@ -389,13 +470,16 @@ def _count(self:NaNTracer, m, args):
 def _forward(self:NaNTracer, m, args, out):
     if self.report: return
     if _bad(_tensors(out)): return self._found(m, 'forward')
-    if torch.is_grad_enabled():
-        for t in _tensors(args):
-            if t.requires_grad: t.register_hook(lambda g, m=m: None if self.report or not _bad([g]) else self._found(m, 'backward'))
+    if not torch.is_grad_enabled(): return
+    def check(g, m=m):
+        if not self.report and _bad([g]): self._found(m, 'backward')
+    for t in _tensors(args):
+        if t.requires_grad: t.register_hook(check)
 
 @patch
 def __enter__(self:NaNTracer):
-    self._handles = [self.model.register_forward_pre_hook(self._count)] + [m.register_forward_hook(self._forward) for m in self.names]
+    self._handles = [self.model.register_forward_pre_hook(self._count)]
+    self._handles += [m.register_forward_hook(self._forward) for m in self.names]
     return self
 
 @patch
@@ -405,14 +489,17 @@ def __exit__(self:NaNTracer, *exc):
 
 # %% ../nbs/09_instrument.ipynb #8f73a059
 @patch
-def begin_fit(self:NaNTracer, s:LoopState): self._loop = True; self.__enter__()
+def begin_fit(self:NaNTracer, s:LoopState):
+    self._loop = True
+    self.__enter__()
 @patch
 def before_step(self:NaNTracer, s:LoopState): self.step = s.step
 @patch
 def after_backward(self:NaNTracer, s:LoopState):
     "Gradients of parameters that no input hook saw (a LoRA weight's own gradient, say)."
     gs = [(n, p.grad) for n, p in s.model.named_parameters() if p.grad is not None]
-    if self.report or not gs or torch.stack(torch._foreach_norm([g for _, g in gs])).isfinite().all(): return  # one check for all
+    if self.report or not gs: return
+    if torch.stack(torch._foreach_norm([g for _, g in gs])).isfinite().all(): return  # one check
     n = next(n for n, g in gs if _bad([g]))
     self._found(dict(s.model.named_modules())[_module_of(n)], 'backward')
 @patch
@@ -420,19 +507,22 @@ def end_fit(self:NaNTracer, s:LoopState): self.__exit__()
 
 # %% ../nbs/09_instrument.ipynb #425488f7
 class Profile(Callback):
-    "Profile `steps` steps of `train`, after `skip` warm-up steps: a Chrome trace and a table of the top ops, in the run directory."
+    "Profile `steps` steps of `train` after `skip` warm-up steps: a Chrome trace, a table of ops."
     def __init__(self, steps:int=3, # how many steps to profile
                  skip:int=1, # steps to run first (the first is slower: allocations, caches)
                  rows:int=12, # ops in the table
                 ):
         check_arg('steps', steps, type(steps) is int and steps >= 1, 'an int >= 1')
-        self.steps, self.skip, self.rows, self.prof, self.last, self.table = steps, skip, rows, None, None, None
+        self.steps, self.skip, self.rows = steps, skip, rows
+        self.prof, self.last, self.table = None, None, None
 
     def begin_fit(self, s:LoopState): self.first = s.step + self.skip + 1
     def before_step(self, s:LoopState):
         if s.step != self.first: return
-        acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if s.params[0].is_cuda else [])
-        self.prof = torch.profiler.profile(activities=acts); self.prof.__enter__()
+        acts = [torch.profiler.ProfilerActivity.CPU]
+        if s.params[0].is_cuda: acts.append(torch.profiler.ProfilerActivity.CUDA)
+        self.prof = torch.profiler.profile(activities=acts)
+        self.prof.__enter__()
     def after_step(self, s:LoopState):
         if self.prof and s.step == self.first + self.steps - 1: self._finish(s)
     def end_fit(self, s:LoopState):
@@ -440,38 +530,55 @@ class Profile(Callback):
 
 # %% ../nbs/09_instrument.ipynb #347f8278
 def top_ops(prof, n:int=12)->list[dict]:
-    "The `n` ops (and spans) with the most self time in a finished `torch.profiler` run: calls and share of the self time."
+    "The `n` ops (and spans) with the most self time in a finished `torch.profiler` run."
     ev = [e for e in prof.key_averages() if e.self_device_time_total or e.self_cpu_time_total]
     dev = any(e.self_device_time_total for e in ev)
     t = lambda e: e.self_device_time_total if dev else e.self_cpu_time_total
     tot = sum(t(e) for e in ev) or 1
-    return [dict(op=e.key, calls=e.count, self_pct=round(100*t(e)/tot, 1)) for e in sorted(ev, key=t, reverse=True)[:n]]
+    return [dict(op=e.key, calls=e.count, self_pct=round(100*t(e)/tot, 1))
+            for e in sorted(ev, key=t, reverse=True)[:n]]
 
 @patch
 def _finish(self:Profile, s:LoopState):
     self.prof.__exit__(None, None, None)
     self.table = top_ops(self.prof, self.rows)
     if s.out:
+        by = 'self_cuda_time_total' if s.params[0].is_cuda else 'self_cpu_time_total'
         with atomic_path(Path(s.out)/'trace.json') as t: self.prof.export_chrome_trace(str(t))
-        with atomic_path(Path(s.out)/'profile.txt') as t: t.write_text(self.prof.key_averages().table(sort_by='self_cuda_time_total' if s.params[0].is_cuda else 'self_cpu_time_total', row_limit=self.rows))
+        with atomic_path(Path(s.out)/'profile.txt') as t:
+            t.write_text(self.prof.key_averages().table(sort_by=by, row_limit=self.rows))
     self.last, self.prof = self.prof, None
 
 # %% ../nbs/09_instrument.ipynb #f7f39fa2
+def _none_or_pos_int(v)->bool: return v is None or (type(v) is int and v >= 1)
+
 @dataclass
 class Instruments:
     "The instruments `lorakit-train` can turn on; each field is one of its flags."
-    grad_norms:bool=False # record each LoRA weight's gradient norm every step: grad_norms.json, and the heatmap grad_norms.png
-    skip_spikes:bool=False # skip the update of a step whose loss or grad norm spikes (spikes are always logged, to spikes.jsonl)
+    # record each LoRA weight's gradient norm every step: grad_norms.json, and the heatmap
+    # grad_norms.png
+    grad_norms:bool=False
+    # skip the update of a step whose loss or grad norm spikes (spikes are always logged, to
+    # spikes.jsonl)
+    skip_spikes:bool=False
     spike_z:float=6. # a spike is this many standard deviations above the recent steps
     spike_window:int=128 # how many recent steps the spike guard compares with
-    nan_check:bool=False # stop at the first NaN or inf, naming the module, the step, and forward or backward
-    act_stats:int|None=None # every this many steps, record each layer's activation statistics: activations.json, activations.png
-    profile:int|None=None # profile this many steps, after one warm-up step: trace.json (for Perfetto or chrome://tracing) and profile.txt
+    # stop at the first NaN or inf, naming the module, the step, and forward or backward
+    nan_check:bool=False
+    # every this many steps, record each layer's activation statistics: activations.json,
+    # activations.png
+    act_stats:int|None=None
+    # profile this many steps, after one warm-up step: trace.json (for Perfetto or
+    # chrome://tracing) and profile.txt
+    profile:int|None=None
 
     def __post_init__(self):
-        for k in ('act_stats', 'profile'): check_arg(f"--{k.replace('_', '-')}", getattr(self, k), getattr(self, k) is None or (type(getattr(self, k)) is int and getattr(self, k) >= 1), 'an int >= 1')
-        check_arg('--spike-z', self.spike_z, isinstance(self.spike_z, (int, float)) and self.spike_z > 0, 'a number > 0')
-        check_arg('--spike-window', self.spike_window, type(self.spike_window) is int and self.spike_window >= 20, 'an int >= 20')
+        for k in ('act_stats', 'profile'):
+            v = getattr(self, k)
+            check_arg(f"--{k.replace('_', '-')}", v, _none_or_pos_int(v), 'an int >= 1')
+        z, w = self.spike_z, self.spike_window
+        check_arg('--spike-z', z, isinstance(z, (int, float)) and z > 0, 'a number > 0')
+        check_arg('--spike-window', w, type(w) is int and w >= 20, 'an int >= 20')
 
     def callbacks(self, model:nn.Module)->list[Callback]:
         "The callbacks these settings ask for, for `model`; the spike guard is always on."
