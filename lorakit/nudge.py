@@ -537,7 +537,6 @@ def nudge(param:str|list, # a hyperparameter of `KNOBS` ('lr', 'r', 'alpha', ...
         check_arg('step', step, step is None or (step > 1 if KNOBS[n].scale else step > 0),
                   'a factor > 1 for a scale knob, or > 0')
     n0 = ratchet.ran
-    ratchet.stop.clear()
     with _stop_between_runs(ratchet.stop):
         try:
             start = cfg if cfg is not None else ratchet.baseline_config()
@@ -551,18 +550,19 @@ def nudge(param:str|list, # a hyperparameter of `KNOBS` ('lr', 'r', 'alpha', ...
 # %% ../nbs/12_nudge.ipynb #e54b5b82
 @contextlib.contextmanager
 def _stop_between_runs(stop:threading.Event):
-    "Inside the block, a first Ctrl-C sets `stop`; a second one raises `KeyboardInterrupt` at once."
-    if threading.current_thread() is not threading.main_thread():  # signals land in the main one
-        yield stop
-        return
+    "In the block, a first Ctrl-C sets `stop`, a second raises `KeyboardInterrupt`; cleared after."
+    main = threading.current_thread() is threading.main_thread()  # signals land in the main thread
     def handler(sig, frame):
         if stop.is_set(): raise KeyboardInterrupt
         stop.set()
         print("\nCtrl-C: stopping after this run, which is kept (Ctrl-C again stops at once)",
               file=sys.stderr)
-    old = signal.signal(signal.SIGINT, handler)
+    stop.clear()
+    old = signal.signal(signal.SIGINT, handler) if main else None
     try: yield stop
-    finally: signal.signal(signal.SIGINT, old)
+    finally:
+        stop.clear()  # the ratchet's next user (a panel, say) starts afresh
+        if main: signal.signal(signal.SIGINT, old)
 
 def _stopped(rt:Ratchet, n:int, asked:bool)->str:
     "What a stopped nudge says: how it stopped, how many runs it made, and where they are."

@@ -10,8 +10,9 @@ Playwright (downloading nothing), and runs it. Then, as a user would, it types a
 and clicks "nudge up" twice and "nudge down" twice, and after each step it asks the kernel for the panel's values:
 they must be exactly the grid values 1e-3, 3e-3, 9e-3, 3e-3, 1e-3, as the browser must never round them, and the
 way down must find its configs in the ratchet's store instead of running new ones. It also checks that no label or
-button text is cut off, and that the plot is shown at (nearly) its own size, so that its legend stays readable.
-Last, it takes a screenshot of the panel. It skips, saying so, where there is no Chromium.
+button text is cut off, there and on a second panel that shows every hyperparameter, and that the plot's legend is
+shown at least 12 px high. Last, it takes a screenshot of the panel. It skips, saying so, where there is no Chromium.
+It takes about a minute and a half on a busy 2-core machine.
 """
 import argparse, json, os, shutil, signal, socket, subprocess, sys, tempfile, time, urllib.request
 from pathlib import Path
