@@ -48,7 +48,7 @@ def main():
     rt, coarse, fine = session(task, (0, 1, 2), steps, 1e-4)
     print(coarse.table(), '\n'); print(fine.table(), '\n')
     start, best = coarse.start, fine.best
-    v = compare(rt.record(best), rt.record(start), rt.z)
+    v = compare(rt.record(best), rt.record(start), rt.level)
     print(f"proposed lr {best.lr:.4g} against the start {start.lr:.4g} on the proxy: {v}\n")
     pt = run_times(rt)
     print(f"proxy: {len(pt)} runs, median {statistics.median(pt):.2f} s a run\n", flush=True)

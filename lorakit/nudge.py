@@ -4,7 +4,7 @@
 
 # %% ../nbs/12_nudge.ipynb #940c4c55
 from __future__ import annotations
-import copy, hashlib, io, json, math, statistics, threading, time
+import contextlib, copy, hashlib, io, json, math, signal, statistics, sys, threading, time
 from dataclasses import dataclass, field, asdict, replace, is_dataclass
 from pathlib import Path
 import numpy as np, torch
@@ -14,33 +14,41 @@ from .core import *
 from .model import Llama
 from .data import load_tokenizer, lm_data, LMData
 from .inject import add_lora
-from .train import TrainConfig, train, fingerprint, job_docs, job_dtype
+from .train import TrainConfig, train, fingerprint, job_docs, job_dtype, Callback
+from .train import TrainingStopped
 from .train import _model_dir
 
 # %% auto #0
-__all__ = ['KNOBS', 'Run', 'BlockProxy', 'proxy_config', 'LMProxy', 'lib_versions', 'Record', 'Verdict', 'compare', 'Ratchet',
-           'Drift', 'Knob', 'parabola_min', 'NudgeResult', 'nudge', 'in_notebook', 'NudgePanel']
+__all__ = ['KNOBS', 'Run', 'BlockProxy', 'proxy_config', 'LMProxy', 'lib_versions', 'Record', 'Verdict', 'compare', 't_critical',
+           'Ratchet', 'Drift', 'Knob', 'parabola_min', 'NudgeResult', 'nudge', 'in_notebook', 'NudgePanel']
 
 # %% ../nbs/12_nudge.ipynb #d81dceb9
 @dataclass
 class Run:
-    "One seed of one config: the training loss of each step, the final validation loss, and the seconds it took."
-    seed:int; train:list; valid:float; seconds:float
+    "One seed of one config: each step's training loss, the final validation loss, the seconds."
+    seed:int
+    train:list
+    valid:float
+    seconds:float
 
 class BlockProxy:
-    "`00_core`'s `Block` on its proxy task: a run takes milliseconds. Its config is a dict of `fit_proxy`'s lr, steps and bs."
+    "`00_core`'s `Block` on its proxy task: a run takes milliseconds; its config is `fit_proxy`'s."
     def __init__(self, sz:int=16, # width of `Block`, and the number of classes
                  n:int=2048, # samples, train and valid together
-                 config:dict|None=None): # the settings to start from; default lr 5e-2, 100 steps, bs 64
+                 config:dict|None=None): # where to start; default lr 5e-2, 100 steps, bs 64
         self.sz, self.data = sz, proxy_task(n, sz=sz, seed=0)
         self.config = dict(lr=5e-2, steps=100, bs=64) | (config or {})
         self.identity = dict(task='block', sz=sz, n=n)
 
     def __call__(self, cfg:dict, seed:int)->Run:
         unknown = set(cfg) - {'lr', 'steps', 'bs'}
-        if unknown: raise ValueError(f"BlockProxy trains with lr, steps and bs only, not {sorted(unknown)}: nudge those on an LMProxy")
-        t = time.perf_counter(); set_seed(seed); m = Block(self.sz)
-        res = fit_proxy(m, self.data, cfg['steps'], cfg['lr'], cfg['bs'], eval_every=cfg['steps'], seed=seed)
+        if unknown: raise ValueError(f"BlockProxy trains with lr, steps and bs only, not "
+                                     f"{sorted(unknown)}: nudge those on an LMProxy")
+        t = time.perf_counter()
+        set_seed(seed)
+        m = Block(self.sz)
+        res = fit_proxy(m, self.data, cfg['steps'], cfg['lr'], cfg['bs'], eval_every=cfg['steps'],
+                        seed=seed)
         return Run(seed, res['train'], res['valid'][-1][1], time.perf_counter() - t)
 
 # %% ../nbs/12_nudge.ipynb #819d3f60
@@ -49,55 +57,79 @@ def proxy_config(cfg:TrainConfig|None=None, # the job to shrink; default: the de
                  bs:int=8, # rows per batch
                  seq_len:int=32, # tokens per row
                 )->TrainConfig:
-    "`cfg` shrunk to a proxy run of a few seconds: fewer, shorter rows and steps, warm-up scaled to the same share, one validation at the end, nothing written."
+    "`cfg` shrunk to a proxy run of a few seconds, warm-up kept to its share; nothing written."
     cfg = cfg or TrainConfig()
-    return replace(cfg, steps=steps, bs=bs, seq_len=seq_len, grad_accum=1, warmup=round(cfg.warmup * steps / cfg.steps),
+    warmup = round(cfg.warmup * steps / cfg.steps)
+    return replace(cfg, steps=steps, bs=bs, seq_len=seq_len, grad_accum=1, warmup=warmup,
                    eval_every=steps, samples=0, out=None)
 
 # %% ../nbs/12_nudge.ipynb #f3983751
-_RELOAD = ('model', 'data', 'field', 'quant', 'dtype', 'seq_len', 'device')  # what `LMProxy` loaded: changing these needs a new one
+# what `LMProxy` loaded: changing these needs a new one
+_RELOAD = ('model', 'data', 'field', 'quant', 'dtype', 'seq_len', 'device')
 
 class LMProxy:
-    "A fine-tune job shrunk to seconds: its model loaded once, a fixed slice of its data; each run trains fresh LoRA adapters with `train`."
-    def __init__(self, cfg:TrainConfig|None=None, # the proxy's settings, e.g. from `proxy_config`; default: the default job's proxy
+    "A fine-tune job shrunk to seconds: its model loaded once, a fixed slice of its data."
+    def __init__(self, cfg:TrainConfig|None=None, # the proxy's settings; default: the default job's
                  train_rows:int=512, # training rows kept from the job's data
                  valid_rows:int=64): # held-out rows, the same for every run
         self.config = cfg = cfg or proxy_config()
         d, dev = _model_dir(cfg), get_device(cfg.device)
-        self.base = Llama.from_pretrained(d, dtype=job_dtype(cfg.dtype, dev), device=dev, quantize=cfg.quant == 'nf4')
-        data = lm_data(job_docs(cfg), load_tokenizer(d, self.base.config.vocab_size), cfg.seq_len, max_len=self.base.config.max_position_embeddings)
-        if len(data.xt) < cfg.bs: raise ValueError(f"the data gives {len(data.xt)} training rows of {cfg.seq_len} tokens, fewer than --bs {cfg.bs}: use more text or a smaller bs")
-        self.data = LMData(data.xt[:train_rows], data.yt[:train_rows], data.xv[:valid_rows], data.yv[:valid_rows])
+        self.base = Llama.from_pretrained(d, dtype=job_dtype(cfg.dtype, dev), device=dev,
+                                          quantize=cfg.quant == 'nf4')
+        tok, mc = load_tokenizer(d, self.base.config.vocab_size), self.base.config
+        data = lm_data(job_docs(cfg), tok, cfg.seq_len, max_len=mc.max_position_embeddings)
+        if len(data.xt) < cfg.bs:
+            raise ValueError(f"the data gives {len(data.xt)} training rows of {cfg.seq_len} "
+                             f"tokens, fewer than --bs {cfg.bs}: use more text or a smaller bs")
+        self.data = LMData(data.xt[:train_rows], data.yt[:train_rows],
+                           data.xv[:valid_rows], data.yv[:valid_rows])
         self.identity = dict(task='lm', model=_weights_id(d), data=fingerprint(*self.data))
 
 # %% ../nbs/12_nudge.ipynb #32719c95
 def _weights_id(d:Path)->str:
-    "What identifies a checkpoint wherever it lies: its config and the size and first MiB of each weight file (or of the GGUF file)."
+    "What identifies a checkpoint wherever it lies: its config, each weight file's size and start."
     h = hashlib.sha256(b'' if d.suffix == '.gguf' else (d/'config.json').read_bytes())
     for f in [d] if d.suffix == '.gguf' else sorted(d.glob('*.safetensors')):
-        with open(f, 'rb') as fh: h.update(f"{f.name} {f.stat().st_size}".encode()); h.update(fh.read(1 << 20))
+        with open(f, 'rb') as fh:
+            h.update(f"{f.name} {f.stat().st_size}".encode())
+            h.update(fh.read(1 << 20))
     return h.hexdigest()[:16]
 
 # %% ../nbs/12_nudge.ipynb #466afad3
+class _CallerSigint(Callback):
+    "Put back, for the whole run, the Ctrl-C handler its caller had when the run began."
+    def __init__(self):
+        main = threading.current_thread() is threading.main_thread()
+        self.h = signal.getsignal(signal.SIGINT) if main else None
+    def begin_fit(self, s):
+        if self.h is not None: signal.signal(signal.SIGINT, self.h)  # `train` puts its old one back
+
 @patch
 def __call__(self:LMProxy, cfg:TrainConfig, seed:int)->Run:
     "Train fresh LoRA adapters on the proxy's slice with `cfg` and `seed`; return the run's curve."
     diff = [k for k in _RELOAD if getattr(cfg, k) != getattr(self.config, k)]
-    if diff: raise ValueError(f"this LMProxy loaded {', '.join(f'{k}={getattr(self.config, k)!r}' for k in diff)}; for {', '.join(f'{k}={getattr(cfg, k)!r}' for k in diff)} build another LMProxy")
+    if diff:
+        had, want = (', '.join(f'{k}={getattr(c, k)!r}' for k in diff) for c in (self.config, cfg))
+        raise ValueError(f"this LMProxy loaded {had}; for {want} build another LMProxy")
     t = time.perf_counter()
     m = copy.deepcopy(self.base)
     set_seed(seed)  # before add_lora, which draws A
-    add_lora(m, targets=cfg.targets, r=cfg.r, alpha=cfg.alpha, dropout=cfg.dropout, rslora=cfg.rslora)
-    c = replace(cfg, seed=seed, out=None, eval_every=cfg.steps, eval_batches=math.ceil(len(self.data.xv) / cfg.bs))
-    h = train(m, self.data, c, progress=False)
+    add_lora(m, targets=cfg.targets, r=cfg.r, alpha=cfg.alpha, dropout=cfg.dropout,
+             rslora=cfg.rslora)
+    c = replace(cfg, seed=seed, out=None, eval_every=cfg.steps,
+                eval_batches=math.ceil(len(self.data.xv) / cfg.bs))
+    h = train(m, self.data, c, progress=False, callbacks=[_CallerSigint()])
     return Run(seed, [r['loss'] for r in h], h[-1]['valid_loss'], time.perf_counter() - t)
 
 # %% ../nbs/12_nudge.ipynb #d7912b53
 def _as_dict(cfg)->dict: return asdict(cfg) if is_dataclass(cfg) else dict(cfg)
-_NOT_SETTINGS = ('seed', 'out', 'samples', 'save_every', 'dist_timeout')  # they don't change what a run learns
+# they don't change what a run learns
+_NOT_SETTINGS = ('seed', 'out', 'samples', 'save_every', 'dist_timeout')
 
-def _num(v): return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v  # alpha 16 and 16.0 are one setting
-def _hash(o)->str: return hashlib.sha256(json.dumps(o, sort_keys=True, default=str).encode()).hexdigest()[:16]
+def _num(v):  # alpha 16 and 16.0 are one setting
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+def _hash(o)->str:
+    return hashlib.sha256(json.dumps(o, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 def lib_versions()->dict:
     "The versions a curve depends on: lorakit's and torch's."
@@ -106,65 +138,114 @@ def lib_versions()->dict:
 @dataclass
 class Record:
     "Every seed of one config under one set of versions."
-    key:str; config:dict; versions:dict; runs:list
+    key:str
+    config:dict
+    versions:dict
+    runs:list
     @property
     def values(self)->list[float]: return [r.valid for r in self.runs]
     @property
     def mean(self)->float: return statistics.fmean(self.values)
     @property
     def std(self)->float: return statistics.stdev(self.values) if len(self.runs) > 1 else 0.
-    def __repr__(self): return f"Record({self.key}: valid loss {self.mean:.4f} ± {self.std:.4f} over {len(self.runs)} seeds)"
+    def __repr__(self):
+        return (f"Record({self.key}: valid loss {self.mean:.4f} ± {self.std:.4f} "
+                f"over {len(self.runs)} seeds)")
 
 # %% ../nbs/12_nudge.ipynb #d6f7ecc1
 @dataclass
 class Verdict:
-    "A candidate against a baseline: better, worse or within noise, by how much, and how much is noise."
-    verdict:str; delta:float; noise:float; candidate:Record; baseline:Record
+    "A candidate against a baseline: better, worse or within noise; by how much; how much is noise."
+    verdict:str
+    delta:float # the mean over seeds of the candidate's loss minus the baseline's
+    noise:float # the largest difference that is still noise
+    candidate:Record
+    baseline:Record
     def __repr__(self):
         c, b = self.candidate, self.baseline
-        return f"{self.verdict}: valid loss {c.mean:.4f} ± {c.std:.4f} against {b.mean:.4f} ± {b.std:.4f} (difference {self.delta:+.4f}, noise ±{self.noise:.4f})"
+        return (f"{self.verdict}: valid loss {c.mean:.4f} ± {c.std:.4f} against {b.mean:.4f} ± "
+                f"{b.std:.4f} (difference {self.delta:+.4f}, noise ±{self.noise:.4f})")
 
 def compare(c:Record, # the candidate
             b:Record, # the baseline
-            z:float=2., # standard errors of the difference that are still noise
+            level:float=0.05, # how often configs that train alike are called different
            )->Verdict:
-    "Is `c`'s mean validation loss better or worse than `b`'s, beyond `z` standard errors of their seeds' spread?"
-    se = math.sqrt(c.std**2/len(c.runs) + b.std**2/len(b.runs))
-    noise, delta = max(z*se, 1e-3*abs(b.mean)), c.mean - b.mean
-    return Verdict('within noise' if abs(delta) <= noise else 'better' if delta < 0 else 'worse', delta, noise, c, b)
+    "Is `c` better or worse than `b` beyond noise, by a paired t-test over the seeds both ran?"
+    bv = {r.seed: r.valid for r in b.runs}
+    d = [r.valid - bv[r.seed] for r in c.runs if r.seed in bv]
+    if len(d) < 2:
+        raise ValueError(f"compare needs 2 or more seeds that both configs ran, to measure the "
+                         f"noise; they share {len(d)}: run both on the same seeds, 2 or more")
+    delta, se = statistics.fmean(d), statistics.stdev(d) / math.sqrt(len(d))
+    noise = max(t_critical(len(d) - 1, level) * se, 1e-3*abs(b.mean))
+    verdict = 'within noise' if abs(delta) <= noise else 'better' if delta < 0 else 'worse'
+    return Verdict(verdict, delta, noise, c, b)
+
+# %% ../nbs/12_nudge.ipynb #6678e6e2
+def _t_within(th:float, df:int)->float:
+    "P(|T| <= t) for Student's t with `df` degrees of freedom, at `th` = atan(t / sqrt(df))."
+    c2, k = math.cos(th)**2, df % 2
+    term, tot = (math.cos(th) if k else 1.), 0.
+    while k <= df - 2:  # the powers of cos(th) up to df-2: the odd ones for odd df, else the even
+        tot += term
+        term *= c2 * (k + 1) / (k + 2)
+        k += 2
+    return 2/math.pi * (th + math.sin(th)*tot) if df % 2 else math.sin(th) * tot
+
+def t_critical(df:int, # degrees of freedom: the number of seeds minus one
+               level:float=0.05, # the two tails together
+              )->float:
+    "The t with P(|T| > t) = `level` for Student's t with `df` degrees of freedom."
+    check_arg('df', df, isinstance(df, int) and df >= 1, 'an int >= 1')
+    check_arg('level', level, 0 < level < 1, 'a probability between 0 and 1')
+    lo, hi = 0., math.pi/2
+    for _ in range(64):
+        mid = (lo + hi) / 2
+        if _t_within(mid, df) < 1 - level: lo = mid
+        else: hi = mid
+    return math.sqrt(df) * math.tan((lo + hi) / 2)
 
 # %% ../nbs/12_nudge.ipynb #8ed1a70d
 _FORMAT = 'lorakit-ratchet/1'
 
 class Ratchet:
-    "Baseline learning curves on disk, keyed by config and versions; candidates compared with the baseline within the noise of repeated seeds."
+    "Baseline curves on disk, keyed by config and versions; candidates compared within seed noise."
     def __init__(self, path:str|Path, # the JSON store; created on the first record
                  task, # a proxy task: `task(cfg, seed) -> Run`, with `.config` and `.identity`
-                 seeds:tuple=(0, 1, 2), # the seeds each config runs with
-                 z:float=2., # differences within `z` standard errors are noise
-                 versions:dict|None=None, # the versions curves are keyed by; default: lorakit's and torch's
+                 seeds:tuple=(0, 1, 2), # the seeds each config runs with: 2 or more
+                 level:float=0.05, # how often configs that train alike are called different
+                 versions:dict|None=None, # what curves are keyed by; default: lorakit's, torch's
                  log=print): # where each run and each drift is reported; None: silent
-        self.path, self.task, self.seeds, self.z = Path(path), task, tuple(seeds), z
+        self.path, self.task, self.seeds, self.level = Path(path), task, tuple(seeds), level
+        check_arg('seeds', self.seeds, len(set(self.seeds)) >= 2,
+                  '2 or more different seeds (one seed gives no noise estimate)')
+        check_arg('level', level, 0 < level < 1, 'a probability between 0 and 1')
         self.versions, self.log = versions or lib_versions(), log or (lambda *a: None)
         self.store = self._read()
-        self.lineage = _hash(task.identity)  # the task, without versions: where its baseline pointer lives
+        self.lineage = _hash(task.identity)  # the task, without versions: where its baseline lives
         self.ran = 0  # runs made by this object (those found in the store are free)
+        self.stop = threading.Event()  # set: `record` stops after the run in progress
 
 # %% ../nbs/12_nudge.ipynb #b28f025c
 @patch
 def _read(self:Ratchet)->dict:
     if not self.path.exists(): return dict(format=_FORMAT, baselines={}, records={}, drift=[])
     try: s = json.loads(self.path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e: raise ValueError(f"{self.path} is not a ratchet store ({e}): pass another path, or delete it to start afresh") from None
-    if not isinstance(s, dict) or s.get('format') != _FORMAT: raise ValueError(f"{self.path} is not a ratchet store (no format {_FORMAT!r}): pass another path")
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{self.path} is not a ratchet store ({e}): pass another path, "
+                         f"or delete it to start afresh") from None
+    if not isinstance(s, dict) or s.get('format') != _FORMAT:
+        raise ValueError(f"{self.path} is not a ratchet store (no format {_FORMAT!r}): "
+                         "pass another path")
     return s
 
 @patch
 def _write(self:Ratchet):
-    "Merge the store into the file (another ratchet on the same file may have added to it), through a temp file and a rename."
+    "Merge the store into the file (another ratchet may have added to it), through a temp file."
     disk, s = self._read(), self.store
     for k, r in disk['records'].items():
-        if k not in s['records'] or len(r['runs']) > len(s['records'][k]['runs']): s['records'][k] = r
+        mine = s['records'].get(k)
+        if mine is None or len(r['runs']) > len(mine['runs']): s['records'][k] = r
     s['baselines'] = disk['baselines'] | s['baselines']
     s['drift'] = s['drift'] + [x for x in disk['drift'] if x not in s['drift']]
     self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -172,14 +253,16 @@ def _write(self:Ratchet):
 
 @patch
 def key(self:Ratchet, cfg, versions:dict|None=None)->str:
-    "The record key of `cfg`: its settings (not its seed or output), the task's identity, and the versions."
+    "The record key of `cfg`: its settings (not its seed or output), the task, and the versions."
     d = {k: _num(v) for k, v in _as_dict(cfg).items() if k not in _NOT_SETTINGS}
-    return _hash(dict(task=self.task.identity, config=d, versions=self.versions if versions is None else versions))
+    v = self.versions if versions is None else versions
+    return _hash(dict(task=self.task.identity, config=d, versions=v))
 
 @patch
 def _record(self:Ratchet, k:str)->Record:
     r = self.store['records'][k]
-    return Record(k, r['config'], r['versions'], [Run(**x) for x in r['runs'] if x['seed'] in self.seeds])
+    runs = [Run(**x) for x in r['runs'] if x['seed'] in self.seeds]
+    return Record(k, r['config'], r['versions'], runs)
 
 @patch
 def config(self:Ratchet, d:dict):
@@ -194,62 +277,84 @@ def record(self:Ratchet, cfg, # the config to run, or to find in the store
           )->Record:
     "`cfg`'s record under the current versions: from the store, or run on every seed and stored."
     k, d = self.key(cfg), {x: y for x, y in _as_dict(cfg).items() if x != 'seed'}
-    r = self.store['records'].get(k, dict(config=d, versions=self.versions, settings=self.key(cfg, versions={}), runs=[]))
+    new = dict(config=d, versions=self.versions, settings=self.key(cfg, versions={}), runs=[])
+    r = self.store['records'].get(k, new)
     have = {x['seed'] for x in r['runs']}
     for s in self.seeds:
         if s in have: continue
-        run = self.task(cfg, s); self.ran += 1
-        r['runs'].append(asdict(run)); self.store['records'][k] = r
-        self._write(); r = self.store['records'][k]  # each seed is kept as soon as it ran
+        run = self.task(cfg, s)
+        self.ran += 1
+        r['runs'].append(asdict(run))
+        self.store['records'][k] = r
+        self._write()  # each seed is kept as soon as it ran
+        r = self.store['records'][k]
         if on_run: on_run(run)
+        if self.stop.is_set():
+            raise TrainingStopped(f"stopped after seed {s} of {_brief(d, self.task.config)}, as "
+                                  f"asked; {self.path} keeps every run that finished")
     rec = self._record(k)
     if not have >= set(self.seeds): self.log(f"ran {_brief(d, self.task.config)}: {rec}")
     return rec
 
 def _brief(d:dict, start)->str:
-    "The settings of `d` that differ from the task's starting config, as 'lr=0.001 r=16' (or 'the start')."
+    "The settings of `d` that differ from the task's start, as 'lr=0.001 r=16' (or 'the start')."
     s = _as_dict(start)
-    return ' '.join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in d.items() if k != 'seed' and s.get(k) != v) or 'the start'
+    diff = {k: v for k, v in d.items() if k != 'seed' and s.get(k) != v}
+    one = lambda k, v: f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+    return ' '.join(one(k, v) for k, v in diff.items()) or 'the start'
 
 # %% ../nbs/12_nudge.ipynb #b1d0c227
 @dataclass
 class Drift:
-    "The baseline's config gave another curve under new versions: the libraries moved, not the candidate."
-    config:dict; old:dict; new:dict; verdict:Verdict
+    "The baseline's config gave another curve under new versions: the libraries moved it."
+    config:dict
+    old:dict
+    new:dict
+    verdict:Verdict
     def __repr__(self):
-        ch = ', '.join(f"{k} {self.old.get(k)} -> {v}" for k, v in self.new.items() if self.old.get(k) != v)
-        return f"drift, not a regression: {ch} moved the baseline's valid loss {self.verdict.baseline.mean:.4f} -> {self.verdict.candidate.mean:.4f} ({self.verdict.verdict}, noise ±{self.verdict.noise:.4f})"
+        v = self.verdict
+        ch = ', '.join(f"{k} {self.old.get(k)} -> {x}" for k, x in self.new.items()
+                       if self.old.get(k) != x)
+        return (f"drift, not a regression: {ch} moved the baseline's valid loss "
+                f"{v.baseline.mean:.4f} -> {v.candidate.mean:.4f} "
+                f"({v.verdict}, noise ±{v.noise:.4f})")
 
 @patch
 def _older(self:Ratchet, cfg)->Record|None:
-    "The latest record of `cfg` under other versions, if any."
+    "The latest record of `cfg` under other versions, if it ran 2 or more of the seeds."
     same = self.key(cfg, versions={})
-    ks = [k for k, r in self.store['records'].items() if r.get('settings') == same and r['versions'] != self.versions]
-    return self._record(ks[-1]) if ks else None
+    rs = self.store['records']
+    ks = [k for k, r in rs.items() if r.get('settings') == same and r['versions'] != self.versions]
+    rec = self._record(ks[-1]) if ks else None
+    return rec if rec is not None and len(rec.runs) >= 2 else None
 
 @patch
 def baseline(self:Ratchet)->Record:
-    "The current baseline's record under the current versions; run again, and checked for drift, after a version change."
+    "The baseline's record under the current versions; after a version change, checked for drift."
     cfg = self.config(self.store['baselines'].get(self.lineage, _as_dict(self.task.config)))
     if self.key(cfg) not in self.store['records'] and (old := self._older(cfg)) is not None:
-        v = compare(self.record(cfg), old, self.z)
+        v = compare(self.record(cfg), old, self.level)
         if v.verdict != 'within noise':
             d = Drift(_as_dict(cfg), old.versions, self.versions, v)
-            self.store['drift'].append(dict(config=d.config, old=d.old, new=d.new, old_mean=old.mean, new_mean=v.candidate.mean, noise=v.noise))
-            self._write(); self.log(repr(d))
+            seen = dict(config=d.config, old=d.old, new=d.new, old_mean=old.mean,
+                        new_mean=v.candidate.mean, noise=v.noise)
+            self.store['drift'].append(seen)
+            self._write()
+            self.log(repr(d))
     return self.record(cfg)
 
 @patch
 def compare(self:Ratchet, cfg)->Verdict:
     "Run `cfg` (or find it) and compare it with the baseline."
-    b = self.baseline()  # first: after a version change, the baseline is rerun and checked for drift before anything else
-    return compare(self.record(cfg), b, self.z)
+    b = self.baseline()  # first: after a version change, it is rerun and checked for drift
+    return compare(self.record(cfg), b, self.level)
 
 @patch
 def promote(self:Ratchet, cfg)->Record:
     "Make `cfg` the baseline (running it if it never ran)."
     rec = self.record(cfg)
-    self.store['baselines'][self.lineage] = rec.config; self._write()
+    self.store['baselines'][self.lineage] = rec.config
+    self._write()
     self.log(f"baseline is now {_brief(rec.config, self.task.config)}: {rec}")
     return rec
 
@@ -260,9 +365,11 @@ def baseline_config(self:Ratchet):
 
 @patch
 def check(self:Ratchet, cfg)->Verdict:
-    "For CI: raise an AssertionError if `cfg` is worse than the baseline beyond noise; else return the verdict."
+    "For CI: raise an AssertionError if `cfg` is worse than the baseline beyond noise."
     v = self.compare(cfg)
-    if v.verdict == 'worse': raise AssertionError(f"{_brief(v.candidate.config, v.baseline.config)} is worse than the baseline: {v}")
+    if v.verdict == 'worse':
+        name = _brief(v.candidate.config, v.baseline.config)
+        raise AssertionError(f"{name} is worse than the baseline: {v}")
     return v
 
 # %% ../nbs/12_nudge.ipynb #44f52090
@@ -274,29 +381,39 @@ def _band(rec:Record)->tuple[np.ndarray, np.ndarray]:
 @patch
 def plot(self:Ratchet, *cfgs, # candidates to overlay on the baseline
          ax=None, smooth:int=1): # smooth: average the training loss over this many steps
-    "The baseline's training curve with its noise band, and each candidate's, labelled with its verdict; returns the axes."
+    "The baseline's training curve with its band of seeds, and each candidate's, with its verdict."
     import matplotlib.pyplot as plt
     if ax is None: _, ax = plt.subplots(figsize=(6, 3.5))
     sm = lambda y: np.convolve(y, np.ones(smooth)/smooth, mode='valid') if smooth > 1 else y
-    b = self.baseline(); m, s = _band(b); x = np.arange(1, len(m)+1)[smooth-1:]
-    ax.plot(x, sm(m), color='k', label=f"baseline {_brief(b.config, self.task.config)}: {b.mean:.3f}")
-    ax.fill_between(x, sm(m - self.z*s), sm(m + self.z*s), color='k', alpha=0.15, lw=0)
+    b = self.baseline()
+    m, s = _band(b)
+    x = np.arange(1, len(m)+1)[smooth-1:]
+    ax.plot(x, sm(m), color='k',
+            label=f"baseline ({_brief(b.config, self.task.config)}): {b.mean:.3f}")
+    ax.fill_between(x, sm(m - 2*s), sm(m + 2*s), color='k', alpha=0.15, lw=0)
     for c in cfgs:
-        v = self.compare(c); mc, _ = _band(v.candidate)
-        ax.plot(np.arange(1, len(mc)+1)[smooth-1:], sm(mc), label=f"{_brief(v.candidate.config, self.task.config)}: {v.candidate.mean:.3f}, {v.verdict}")
-    ax.set(xlabel='step', ylabel='train loss (mean of seeds)'); ax.legend(fontsize=8)
+        v = self.compare(c)
+        mc, _ = _band(v.candidate)
+        name = _brief(v.candidate.config, self.task.config)
+        ax.plot(np.arange(1, len(mc)+1)[smooth-1:], sm(mc),
+                label=f"{name}: {v.candidate.mean:.3f}, {v.verdict}")
+    ax.set(xlabel='step', ylabel='train loss (mean of seeds)')
+    ax.legend(fontsize=8)
     return ax
 
 # %% ../nbs/12_nudge.ipynb #4bf2ee49
 @dataclass
 class Knob:
-    "How `nudge` moves one hyperparameter: times `step` (scale) or plus `step` (linear), within [lo, hi]."
-    scale:bool; step:float; lo:float; hi:float
+    "How `nudge` moves one hyperparameter: times `step` (scale) or plus `step`, within [lo, hi]."
+    scale:bool
+    step:float
+    lo:float
+    hi:float
     integer:bool=False # round to an int
     first:float|None=None # a scale knob at 0 steps up to this, and below it back to 0
 
     def move(self, v:float, d:int)->float:
-        "`v` moved `d` steps (+1 up, -1 down), clipped to [lo, hi]."
+        "`v` moved `d` steps (+1 up, -1 down, 0 stays), clipped to [lo, hi] and rounded."
         if not self.scale: nv = v + d*self.step
         elif v == 0: nv = self.first if d > 0 and self.first else 0
         else: nv = v * self.step**d
@@ -307,13 +424,14 @@ class Knob:
     def x(self, v:float)->float: return math.log10(v) if self.scale else v
     def v(self, x:float)->float: return 10**x if self.scale else x
 
-KNOBS = dict(lr=Knob(True, 3, 1e-6, 1.), r=Knob(True, 2, 1, 256, integer=True), alpha=Knob(True, 2, 0.125, 1024),
-             dropout=Knob(False, 0.05, 0, 0.5), warmup=Knob(False, 2, 0, 10_000, integer=True),
+KNOBS = dict(lr=Knob(True, 3, 1e-6, 1.), r=Knob(True, 2, 1, 256, integer=True),
+             alpha=Knob(True, 2, 0.125, 1024), dropout=Knob(False, 0.05, 0, 0.5),
+             warmup=Knob(False, 2, 0, 10_000, integer=True),
              weight_decay=Knob(True, 10, 0, 1., first=1e-3))
 
 # %% ../nbs/12_nudge.ipynb #8902e655
 def parabola_min(xs:list[float], ys:list[float])->tuple[float|None, np.ndarray]:
-    "The x of the minimum of the parabola through three points, if it opens upwards and the minimum lies between them; and its coefficients."
+    "The parabola through 3 points: the x of its minimum, if between them, and its coefficients."
     assert len(xs) == len(ys) == 3, "three points make a parabola"
     c = np.polyfit(xs, ys, 2)
     if c[0] <= 0: return None, c
@@ -323,22 +441,30 @@ def parabola_min(xs:list[float], ys:list[float])->tuple[float|None, np.ndarray]:
 # %% ../nbs/12_nudge.ipynb #81c480cb
 @dataclass
 class NudgeResult:
-    "What a nudge tried and found: the history of probes, the best config, the interpolated minimum of each parameter."
-    params:list; start:object; best:object; rows:list; fits:dict=field(default_factory=dict)
+    "What a nudge tried and found: the probes, the best config, each parameter's interpolation."
+    params:list
+    start:object
+    best:object
+    rows:list
+    fits:dict=field(default_factory=dict)
     verdict:Verdict|None=None # the best config against the start
 
     def table(self)->str:
         "The history as a markdown table."
         cols = ('param', 'value', 'move', 'valid loss', 'vs best so far', 'vs start')
-        fmt = lambda r: [r['param'], f"{r['value']:.4g}", r['move'], f"{r['mean']:.4f} ± {r['std']:.4f}", r['vs_best'], r['vs_start']]
-        return '\n'.join(['| ' + ' | '.join(cols) + ' |', '|' + '---|'*len(cols)] + ['| ' + ' | '.join(fmt(r)) + ' |' for r in self.rows])
+        fmt = lambda r: [r['param'], f"{r['value']:.4g}", r['move'],
+                         f"{r['mean']:.4f} ± {r['std']:.4f}", r['vs_best'], r['vs_start']]
+        rows = ['| ' + ' | '.join(fmt(r)) + ' |' for r in self.rows]
+        return '\n'.join(['| ' + ' | '.join(cols) + ' |', '|' + '---|'*len(cols)] + rows)
 
-    def _repr_markdown_(self): return self.table() + (f"\n\nbest: {_brief(_as_dict(self.best), self.start)}; {self.verdict}" if self.verdict else '')
+    def _repr_markdown_(self):
+        best = f"\n\nbest: {_brief(_as_dict(self.best), self.start)}; {self.verdict}"
+        return self.table() + (best if self.verdict else '')
     def __repr__(self): return self._repr_markdown_()
 
 # %% ../nbs/12_nudge.ipynb #be3452a7
 def _walk(rt:Ratchet, st:dict, name:str, knob:Knob, d:int, max_probes:int)->bool:
-    "Step `name` in direction `d` from the best so far while each probe is better beyond noise; True if any was."
+    "Step `name` in direction `d` while each probe beats the best beyond noise; True if one did."
     moved, v = False, st['best_v']
     while st['probes'] < max_probes:
         nv = knob.move(v, d)
@@ -346,27 +472,31 @@ def _walk(rt:Ratchet, st:dict, name:str, knob:Knob, d:int, max_probes:int)->bool
         c = rt.config(_as_dict(st['best']) | {name: nv})
         rec, verdict = _probe(rt, st, name, nv, c, f"{'up' if d > 0 else 'down'} from {v:.4g}")
         if verdict != 'better': break
-        st.update(best=c, best_v=nv, best_rec=rec); v, moved = nv, True
+        st.update(best=c, best_v=nv, best_rec=rec)
+        v, moved = nv, True
     return moved
 
 def _probe(rt:Ratchet, st:dict, name:str, v, c, move:str)->tuple[Record, str]:
-    "Run (or find) config `c`, with `name` at `v`; log a history row; return its record and its verdict against the best so far."
-    rec = rt.record(c); st['probes'] += 1; st['seen'][v] = rec
-    vb, vs = compare(rec, st['best_rec'], rt.z).verdict, compare(rec, st['start_rec'], rt.z).verdict
-    st['rows'].append(dict(param=name, value=v, move=move, mean=rec.mean, std=rec.std, vs_best=vb, vs_start=vs))
+    "Run (or find) config `c`, `name` at `v`; log a row; return its record and verdict vs the best."
+    rec = rt.record(c)
+    st['probes'] += 1
+    st['seen'][v] = rec
+    vb, vs = (compare(rec, st[k], rt.level).verdict for k in ('best_rec', 'start_rec'))
+    st['rows'].append(dict(param=name, value=v, move=move, mean=rec.mean, std=rec.std, vs_best=vb,
+                           vs_start=vs))
     return rec, vb
 
 # %% ../nbs/12_nudge.ipynb #4bd10932
 def _interpolate(rt:Ratchet, st:dict, name:str, knob:Knob)->dict|None:
-    "Fit the parabola through the best probe of `name` and its nearest neighbours; probe its minimum; return the fit."
+    "Fit a parabola through the best value of `name` and its neighbours; probe its minimum."
     pts = sorted((knob.x(v), r.mean) for v, r in st['seen'].items() if not (knob.scale and v == 0))
     i = next((j for j, p in enumerate(pts) if p[0] == knob.x(st['best_v'])), None)
-    if i is None or i == 0 or i == len(pts)-1: return None  # the best is at an edge of what was probed
+    if i is None or i == 0 or i == len(pts)-1: return None  # the best is at an edge of the probes
     xs, ys = zip(*pts[i-1:i+2])
     x, c = parabola_min(list(xs), list(ys))
     fit = dict(xs=list(xs), coef=c.tolist(), x=x, value=None)
     if x is None: return fit
-    nv = knob.move(knob.v(x), 0); fit['value'] = nv
+    nv = fit['value'] = knob.move(knob.v(x), 0)
     if nv in st['seen']: return fit
     cfg = rt.config(_as_dict(st['best']) | {name: nv})
     rec, verdict = _probe(rt, st, name, nv, cfg, 'interpolated')
@@ -374,48 +504,95 @@ def _interpolate(rt:Ratchet, st:dict, name:str, knob:Knob)->dict|None:
     return fit
 
 # %% ../nbs/12_nudge.ipynb #3d53aab5
-def nudge(param:str|list, # a hyperparameter of `KNOBS` ('lr', 'r', 'alpha', 'dropout', 'warmup', 'weight_decay'), or several
-          ratchet:Ratchet, # the task, the store and the seeds
-          cfg=None, # where to start; default: the ratchet's baseline
-          step:float|None=None, # the knob's step instead of its default (a factor for scale knobs)
-          max_probes:int=6, # probes per parameter and round, besides the interpolated one
-          interpolate:bool=True, # fit a parabola through the best and its neighbours, and try its minimum
-          rounds:int=1, # passes over the parameters
-         )->NudgeResult:
-    "Step each hyperparameter up, then down, while it improves beyond noise, interpolate to the predicted best, and keep what is better."
-    names = [param] if isinstance(param, str) else list(param)
-    for n in names:
-        if n not in KNOBS: raise ValueError(f"nudge knows {', '.join(KNOBS)}, not {n!r}: add a Knob to KNOBS for it")
-        check_arg('step', step, step is None or (step > 1 if KNOBS[n].scale else step > 0), 'a factor > 1 for a scale knob, or > 0')
-    start = cfg if cfg is not None else ratchet.baseline_config()
-    st = dict(best=start, start_rec=ratchet.record(start), rows=[], probes=0)
+def _search(names:list, rt:Ratchet, start, step, max_probes:int, interpolate:bool, rounds:int):
+    "The rounds of walks and interpolations over `names`, from `start`."
+    st = dict(best=start, start_rec=rt.record(start), rows=[], probes=0)
     st['best_rec'], fits = st['start_rec'], {}
     for _ in range(rounds):
         for n in names:
             knob = replace(KNOBS[n], step=step) if step else KNOBS[n]
-            v0 = _as_dict(st['best'])[n]
-            st.update(best_v=v0, seen={v0: st['best_rec']}, probes=0)
-            st['rows'].append(dict(param=n, value=v0, move='start', mean=st['best_rec'].mean, std=st['best_rec'].std, vs_best='-', vs_start='-'))
-            if not _walk(ratchet, st, n, knob, +1, max_probes): _walk(ratchet, st, n, knob, -1, max_probes)
-            if interpolate and (f := _interpolate(ratchet, st, n, knob)): fits[n] = f
-    return NudgeResult(names, start, st['best'], st['rows'], fits, compare(st['best_rec'], st['start_rec'], ratchet.z))
+            v0, b = _as_dict(st['best'])[n], st['best_rec']
+            st.update(best_v=v0, seen={v0: b}, probes=0)
+            st['rows'].append(dict(param=n, value=v0, move='start', mean=b.mean, std=b.std,
+                                   vs_best='-', vs_start='-'))
+            if not _walk(rt, st, n, knob, +1, max_probes): _walk(rt, st, n, knob, -1, max_probes)
+            if interpolate and (f := _interpolate(rt, st, n, knob)): fits[n] = f
+    v = compare(st['best_rec'], st['start_rec'], rt.level)
+    return NudgeResult(names, start, st['best'], st['rows'], fits, v)
+
+def nudge(param:str|list, # a hyperparameter of `KNOBS` ('lr', 'r', 'alpha', ...), or several
+          ratchet:Ratchet, # the task, the store and the seeds
+          cfg=None, # where to start; default: the ratchet's baseline
+          step:float|None=None, # the knob's step instead of its default (a factor for scale knobs)
+          max_probes:int=6, # probes per parameter and round, besides the interpolated one
+          interpolate:bool=True, # try the minimum of the parabola around the best
+          rounds:int=1, # passes over the parameters
+         )->NudgeResult:
+    "Step each hyperparameter up, then down, while it beats noise; interpolate; keep the best."
+    names = [param] if isinstance(param, str) else list(param)
+    for n in names:
+        if n not in KNOBS:
+            raise ValueError(f"nudge knows {', '.join(KNOBS)}, not {n!r}: "
+                             "add a Knob to KNOBS for it")
+        check_arg('step', step, step is None or (step > 1 if KNOBS[n].scale else step > 0),
+                  'a factor > 1 for a scale knob, or > 0')
+    n0 = ratchet.ran
+    with _stop_between_runs(ratchet.stop):
+        try:
+            start = cfg if cfg is not None else ratchet.baseline_config()
+            res = _search(names, ratchet, start, step, max_probes, interpolate, rounds)
+        except (KeyboardInterrupt, TrainingStopped) as e:
+            asked = isinstance(e, TrainingStopped) and ratchet.stop.is_set()
+            raise TrainingStopped(_stopped(ratchet, ratchet.ran - n0, asked)) from None
+        if ratchet.stop.is_set(): raise TrainingStopped(_stopped(ratchet, ratchet.ran - n0, True))
+    return res
+
+# %% ../nbs/12_nudge.ipynb #e54b5b82
+@contextlib.contextmanager
+def _stop_between_runs(stop:threading.Event):
+    "In the block, a first Ctrl-C sets `stop`, a second raises `KeyboardInterrupt`; cleared after."
+    main = threading.current_thread() is threading.main_thread()  # signals land in the main thread
+    def handler(sig, frame):
+        if stop.is_set(): raise KeyboardInterrupt
+        stop.set()
+        print("\nCtrl-C: stopping after this run, which is kept (Ctrl-C again stops at once)",
+              file=sys.stderr)
+    stop.clear()
+    old = signal.signal(signal.SIGINT, handler) if main else None
+    try: yield stop
+    finally:
+        stop.clear()  # the ratchet's next user (a panel, say) starts afresh
+        if main: signal.signal(signal.SIGINT, old)
+
+def _stopped(rt:Ratchet, n:int, asked:bool)->str:
+    "What a stopped nudge says: how it stopped, how many runs it made, and where they are."
+    how = "stopped by Ctrl-C after" if asked else "interrupted during a run, which is lost, after"
+    kept = (f"{rt.path} keeps them, with every earlier run: the same nudge again goes on from there"
+            if n else f"{rt.path} is as it was" if rt.path.exists() else "nothing was written")
+    return f"nudge {how} {n} run{'s' * (n != 1)}; {kept}"
 
 # %% ../nbs/12_nudge.ipynb #1b0c5524
 @patch
 def plot(self:NudgeResult, path:str|Path|None=None):
-    "Mean validation loss against each nudged parameter: probes with their spread, the start's noise band, the parabola and its minimum. Returns the figure."
+    "Mean valid loss against each nudged parameter: probes, the start's noise band, the parabola."
     import matplotlib.pyplot as plt
     fig, axs = plt.subplots(1, len(self.params), figsize=(5*len(self.params), 3.5), squeeze=False)
-    s = self.verdict.baseline if self.verdict else None
+    s, noise = (self.verdict.baseline, self.verdict.noise) if self.verdict else (None, 0)
     for ax, n in zip(axs[0], self.params):
-        rs = [r for r in self.rows if r['param'] == n]
-        ax.errorbar([r['value'] for r in rs], [r['mean'] for r in rs], [r['std'] for r in rs], fmt='o', capsize=3, label='probes')
-        if s: ax.axhspan(s.mean - self.verdict.noise, s.mean + self.verdict.noise, color='k', alpha=0.1, label="start's noise")
+        rs, k = [r for r in self.rows if r['param'] == n], KNOBS[n]
+        ax.errorbar([r['value'] for r in rs], [r['mean'] for r in rs], [r['std'] for r in rs],
+                    fmt='o', capsize=3, label='probes')
+        if s:
+            ax.axhspan(s.mean - noise, s.mean + noise, color='k', alpha=0.1, label="start's noise")
         if (f := self.fits.get(n)):
-            k, xs = KNOBS[n], np.linspace(min(f['xs']), max(f['xs']), 50)
-            ax.plot([k.v(x) for x in xs], np.polyval(f['coef'], xs), '--', color='gray', label='parabola')
-            if f['value'] is not None: ax.plot([f['value']], [np.polyval(f['coef'], k.x(f['value']))], '*', ms=14, color='C3', label=f"minimum {f['value']:.3g}")
-        ax.set(xscale='log' if KNOBS[n].scale and all(r['value'] > 0 for r in rs) else 'linear', xlabel=n, ylabel='valid loss')
+            xs = np.linspace(min(f['xs']), max(f['xs']), 50)
+            ax.plot([k.v(x) for x in xs], np.polyval(f['coef'], xs), '--', color='gray',
+                    label='parabola')
+            if (fv := f['value']) is not None:
+                ax.plot([fv], [np.polyval(f['coef'], k.x(fv))], '*', ms=14, color='C3',
+                        label=f"minimum {fv:.3g}")
+        log = k.scale and all(r['value'] > 0 for r in rs)
+        ax.set(xscale='log' if log else 'linear', xlabel=n, ylabel='valid loss')
         ax.legend(fontsize=8)
     fig.tight_layout()
     if path:
@@ -424,14 +601,18 @@ def plot(self:NudgeResult, path:str|Path|None=None):
 
 # %% ../nbs/12_nudge.ipynb #0773e2c6
 def _control(name:str, v):
-    "The widget for one hyperparameter."
+    "The box that shows one hyperparameter: text, which a browser never rounds."
     import ipywidgets as W
-    lay = dict(description=name, style={'description_width': '80px'}, layout=W.Layout(width='260px'))
-    if name == 'lr': return W.FloatLogSlider(value=v, base=10, min=-6, max=0, step=0.01, readout_format='.2e', **lay)
-    if name == 'alpha': return W.FloatLogSlider(value=v, base=2, min=-3, max=10, step=0.25, readout_format='.3g', **lay)
-    if name == 'dropout': return W.FloatSlider(value=v, min=0, max=0.5, step=0.01, **lay)
-    if name in ('r', 'warmup'): return W.BoundedIntText(value=v, min=KNOBS[name].lo, max=KNOBS[name].hi, **lay)
-    return W.BoundedFloatText(value=v, min=0, max=1, step=1e-3, **lay)
+    return W.Text(value=repr(v), description=name, continuous_update=False,
+                  style={'description_width': '100px'}, layout=W.Layout(width='230px'))
+
+def _on_grid(name:str, s)->float|int:
+    "`s` (typed text, or a number) as a value of knob `name`: checked, and on the knob's grid."
+    k = KNOBS[name]
+    try: v = float(s)
+    except (TypeError, ValueError): v = math.nan
+    check_arg(name, s, k.lo <= v <= k.hi, f"a number from {k.lo:g} to {k.hi:g}")
+    return k.move(v, 0)
 
 def in_notebook()->bool:
     "Is this a Jupyter kernel, where widgets draw?"
@@ -439,91 +620,141 @@ def in_notebook()->bool:
     except ImportError: return False
     return getattr(get_ipython(), 'kernel', None) is not None
 
-_OUTSIDE = ("the nudge panel is made of ipywidgets, which draw only in a Jupyter notebook; here, call nudge() headless, "
-            "or drive the panel from code: panel.controls['lr'].value = 1e-3; panel.buttons['run'].click(); panel.wait()")
+_OUTSIDE = ("the nudge panel is made of ipywidgets, which draw only in a Jupyter notebook; here, "
+            "call nudge() headless, or drive the panel from code: panel.set(lr=1e-3), "
+            "panel.buttons['run'].click(), panel.wait()")
 
 # %% ../nbs/12_nudge.ipynb #78f4db4b
 class NudgePanel:
-    "A `Ratchet` behind ipywidgets: a control per hyperparameter; nudge up, nudge down, interpolate, run and promote; live curves and a history."
+    "A `Ratchet` behind ipywidgets: a box per hyperparameter; nudge, run and promote; live curves."
     def __init__(self, ratchet:Ratchet, # the task, the store and the seeds
-                 cfg=None, # the controls' starting values; default: the baseline
-                 params:tuple=tuple(KNOBS), # the hyperparameters to show, those of the task's config
+                 cfg=None, # the starting values; default: the baseline
+                 params:tuple=tuple(KNOBS), # the hyperparameters to show, if in the task's config
                  background:bool=True): # run in a thread, so the notebook stays responsive
         import ipywidgets as W
-        self.rt, self.background, self.thread, self.rows, self.recent = ratchet, background, None, [], []
+        self.rt, self.background, self.thread = ratchet, background, None
+        self.rows, self.recent = [], []
         self.cfg = cfg if cfg is not None else ratchet.baseline_config()
         d = _as_dict(self.cfg)
-        self.controls = {p: _control(p, d[p]) for p in params if p in d}
-        self.param = W.Dropdown(options=list(self.controls), description='nudge')
-        labels = dict(up='nudge up', down='nudge down', interpolate='interpolate', run='run', promote='promote to baseline')
-        self.buttons = {k: W.Button(description=t) for k, t in labels.items()}
+        self.values = {p: d[p] for p in params if p in d}  # exact; the boxes only show them
+        self.controls = {p: _control(p, v) for p, v in self.values.items()}
+        for p, c in self.controls.items():
+            c.observe(lambda ch, p=p: self._typed(p, ch['new']), 'value')
+        self.param = W.Dropdown(options=list(self.controls), description='nudge',
+                                layout=W.Layout(width='220px'))
+        labels = dict(up='nudge up', down='nudge down', interpolate='interpolate', run='run',
+                      promote='promote to baseline')
+        auto = lambda: W.Layout(width='auto', min_width='max-content')
+        self.buttons = {k: W.Button(description=t, layout=auto()) for k, t in labels.items()}
         for k, b in self.buttons.items(): b.on_click(lambda _, k=k: self._act(k))
         self.image, self.table, self.status = W.Image(format='png'), W.HTML(), W.HTML()
-        self.box = W.VBox([W.HBox(list(self.controls.values())[:3]), W.HBox(list(self.controls.values())[3:]),
-                           W.HBox([self.param, *self.buttons.values()]), self.status, self.image, self.table])
+        cs = list(self.controls.values())
+        acts = W.HBox([self.param, *self.buttons.values()])
+        self.box = W.VBox([W.HBox(cs[:3]), W.HBox(cs[3:]), acts, self.status, self.image,
+                           self.table])
         self._draw()
 
 # %% ../nbs/12_nudge.ipynb #67e5195b
 @patch
+def set(self:NudgePanel, **values):
+    "Set hyperparameters, e.g. `set(lr=1e-3)`: checked and put on their knob's grid, as if typed."
+    for n, v in values.items():
+        if n not in self.values:
+            raise ValueError(f"the panel shows {', '.join(self.values)}, not {n!r}")
+        self._show(n, _on_grid(n, v))
+
+@patch
+def _show(self:NudgePanel, n:str, v):
+    self.values[n] = v
+    self.controls[n].value = repr(v)  # the same text again: `_typed` sees nothing new
+
+@patch
+def _typed(self:NudgePanel, n:str, s:str):
+    "A box's text changed (typed, or set here): take it as the value, or say why not."
+    if s == repr(self.values[n]): return
+    try: self._show(n, _on_grid(n, s.strip()))
+    except ValueError as e:
+        self._say(str(e), error=True)
+        self.controls[n].value = repr(self.values[n])
+
+@patch
 def config(self:NudgePanel):
-    "The controls' config: the starting config with each control's value."
-    return self.rt.config(_as_dict(self.cfg) | {k: (int(c.value) if KNOBS[k].integer else float(f"{c.value:.4g}")) for k, c in self.controls.items()})
+    "The panel's config: the starting config with the panel's values."
+    return self.rt.config(_as_dict(self.cfg) | self.values)
 
 @patch
 def run(self:NudgePanel)->Verdict:
-    "Run the controls' config, compare it with the baseline, and update the plot and the history."
+    "Run the panel's config, compare it with the baseline, and update the plot and the history."
     c, partial, drawn = self.config(), [], [time.perf_counter()]
-    self._say(f"running {_brief(_as_dict(c), self.rt.task.config)} on {len(self.rt.seeds)} seeds…")
-    def live(run):  # redraw as seeds land, at most every half second: a drawing costs more than a toy run
+    name = _brief(_as_dict(c), self.rt.task.config)
+    self._say(f"running {name} on {len(self.rt.seeds)} seeds…")
+    def live(run):  # redraw as seeds land, at most every 0.5 s: a drawing costs more than a toy run
         partial.append(run)
-        if time.perf_counter() - drawn[0] > 0.5: self._draw(Record('running', _as_dict(c), {}, list(partial))); drawn[0] = time.perf_counter()
+        if time.perf_counter() - drawn[0] > 0.5:
+            self._draw(Record('running', _as_dict(c), {}, list(partial)))
+            drawn[0] = time.perf_counter()
     b = self.rt.baseline()  # first, as in `Ratchet.compare`
-    v = compare(self.rt.record(c, on_run=live), b, self.rt.z)
+    v = compare(self.rt.record(c, on_run=live), b, self.rt.level)
     self.recent = (self.recent + [v.candidate])[-3:]
-    self.rows.append(dict(_as_dict(c), mean=v.candidate.mean, std=v.candidate.std, verdict=v.verdict, delta=v.delta, noise=v.noise))
-    self._draw(); self._say(f"{_brief(_as_dict(c), self.rt.task.config)}: {v}")
+    self.rows.append(dict(_as_dict(c), mean=v.candidate.mean, std=v.candidate.std,
+                          verdict=v.verdict, delta=v.delta, noise=v.noise))
+    self._draw()
+    self._say(f"{name}: {v}")
     return v
 
 @patch
 def nudge(self:NudgePanel, d:int)->Verdict:
     "Move the chosen parameter one knob step (`d` = +1 up, -1 down), then run."
-    n = self.param.value; c = self.controls[n]
-    c.value = KNOBS[n].move(c.value, d)
+    n = self.param.value
+    self._show(n, KNOBS[n].move(self.values[n], d))
     return self.run()
 
 @patch
 def interpolate(self:NudgePanel)->Verdict|None:
-    "Run the minimum of the parabola through the panel's best probe of the chosen parameter and its neighbours."
-    n, k, now = self.param.value, KNOBS[self.param.value], _as_dict(self.config())
-    pts = {r[n]: r['mean'] for r in self.rows if all(r[p] == now[p] for p in self.controls if p != n) and not (k.scale and r[n] == 0)}
-    xs = sorted(pts); i = min(range(len(xs)), key=lambda j: pts[xs[j]]) if xs else 0
-    x = parabola_min([k.x(v) for v in xs[i-1:i+2]], [pts[v] for v in xs[i-1:i+2]])[0] if 0 < i < len(xs)-1 else None
+    "Run the minimum of the parabola through the chosen parameter's best probe and its neighbours."
+    n, now = self.param.value, _as_dict(self.config())
+    k = KNOBS[n]
+    same = lambda r: all(r[p] == now[p] for p in self.controls if p != n)  # the other values as now
+    pts = {r[n]: r['mean'] for r in self.rows if same(r) and not (k.scale and r[n] == 0)}
+    xs = sorted(pts)
+    i = min(range(len(xs)), key=lambda j: pts[xs[j]]) if xs else 0
+    near = xs[i-1:i+2] if 0 < i < len(xs)-1 else []
+    x = parabola_min([k.x(v) for v in near], [pts[v] for v in near])[0] if near else None
     if x is None:
-        self._say(f"interpolate needs probes of {n} on both sides of a minimum, at the other controls' values: nudge {n} up and down first"); return None
-    self.controls[n].value = k.move(k.v(x), 0)
+        self._say(f"interpolate needs probes of {n} on both sides of a minimum, at the other "
+                  f"values: nudge {n} up and down first")
+        return None
+    self._show(n, k.move(k.v(x), 0))
     return self.run()
 
 @patch
 def promote(self:NudgePanel)->Record|None:
     "Make the last config run the baseline."
-    if not self.recent: self._say("nothing has run yet: run a config, then promote it"); return None
+    if not self.recent:
+        self._say("nothing has run yet: run a config, then promote it")
+        return None
     rec = self.rt.promote(self.rt.config(self.recent[-1].config))
-    self._draw(); self._say(f"baseline is now {_brief(rec.config, self.rt.task.config)}: {rec}")
+    self._draw()
+    self._say(f"baseline is now {_brief(rec.config, self.rt.task.config)}: {rec}")
     return rec
 
 # %% ../nbs/12_nudge.ipynb #e52ac0ba
 @patch
 def _act(self:NudgePanel, k:str):
-    if self.busy: self._say("a run is going: wait for it to finish"); return
-    f = dict(up=lambda: self.nudge(+1), down=lambda: self.nudge(-1), interpolate=self.interpolate, run=self.run, promote=self.promote)[k]
+    if self.busy:
+        self._say("a run is going: wait for it to finish")
+        return
+    f = dict(up=lambda: self.nudge(+1), down=lambda: self.nudge(-1), interpolate=self.interpolate,
+             run=self.run, promote=self.promote)[k]
     def go():
         try: f()
         except Exception as e: self._say(f"{type(e).__name__}: {e}", error=True)
         finally:
             for b in self.buttons.values(): b.disabled = False
     for b in self.buttons.values(): b.disabled = True
-    if self.background: self.thread = threading.Thread(target=go, daemon=True); self.thread.start()
-    else: go()
+    if not self.background: return go()
+    self.thread = threading.Thread(target=go, daemon=True)
+    self.thread.start()
 
 @patch(as_prop=True)
 def busy(self:NudgePanel)->bool: return self.thread is not None and self.thread.is_alive()
@@ -536,37 +767,51 @@ def wait(self:NudgePanel, timeout:float|None=None):
 @patch
 def _say(self:NudgePanel, msg:str, error:bool=False):
     import html
-    self.status.value = f"<span style='color:{'#b00' if error else 'inherit'}'>{html.escape(msg)}</span>"
+    colour = '#b00' if error else 'inherit'
+    self.status.value = f"<span style='color:{colour}'>{html.escape(msg)}</span>"
 
 # %% ../nbs/12_nudge.ipynb #5ad359af
+_DPI, _LEGEND = 100, 10  # the panel's picture: 100 pixels an inch, legends in 10-point type (14 px)
+
 @patch
 def _draw(self:NudgePanel, running:Record|None=None):
-    "Redraw the curves and the chosen parameter's losses into the image, and the history into the table."
-    from matplotlib.figure import Figure  # not pyplot: a figure of its own, drawn off-screen, from any thread
-    fig = Figure(figsize=(10, 3.2)); a1, a2 = fig.subplots(1, 2)
+    "Redraw the curves and the chosen parameter's losses, and the history's table."
+    from matplotlib.figure import Figure  # not pyplot: off-screen, its own, from any thread
+    fig = Figure(figsize=(9, 3.6))
+    a1, a2 = fig.subplots(1, 2)
     self.rt.plot(ax=a1)
     for rec in self.recent + ([running] if running else []):
-        m, _ = _band(rec); a1.plot(np.arange(1, len(m)+1), m, alpha=0.9, ls=':' if rec is running else '-', label=f"{_brief(rec.config, self.rt.task.config)}: {rec.mean:.3f}")
-    a1.legend(fontsize=7)
-    n = self.param.value
-    if self.rows:
-        a2.scatter([r[n] for r in self.rows], [r['mean'] for r in self.rows], c=['C2' if r['verdict'] == 'better' else 'C3' if r['verdict'] == 'worse' else 'C7' for r in self.rows])
-        a2.set(xscale='log' if KNOBS[n].scale and all(r[n] > 0 for r in self.rows) else 'linear')
-    a2.set(xlabel=n, ylabel='valid loss', title='green: better, red: worse, grey: noise'); fig.tight_layout()
-    buf = io.BytesIO(); fig.savefig(buf, format='png', dpi=72); self.image.value = buf.getvalue()
+        m, _ = _band(rec)
+        a1.plot(np.arange(1, len(m)+1), m, alpha=0.9, ls=':' if rec is running else '-',
+                label=f"{_brief(rec.config, self.rt.task.config)}: {rec.mean:.3f}")
+    a1.legend(fontsize=_LEGEND)
+    n, rows = self.param.value, self.rows
+    if rows:
+        colour = {'better': 'C2', 'worse': 'C3'}
+        a2.scatter([r[n] for r in rows], [r['mean'] for r in rows],
+                   c=[colour.get(r['verdict'], 'C7') for r in rows])
+        a2.set(xscale='log' if KNOBS[n].scale and all(r[n] > 0 for r in rows) else 'linear')
+    a2.set(xlabel=n, ylabel='valid loss', title='green: better, red: worse, grey: noise')
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format='png', dpi=_DPI)
+    self.image.value = buf.getvalue()
     self.table.value = self._html()
 
 @patch
 def _html(self:NudgePanel)->str:
     ks = list(self.controls)
-    head = ''.join(f"<th>{k}</th>" for k in [*ks, 'valid loss', 'vs baseline'])
-    body = ''.join("<tr>" + ''.join(f"<td>{r[k]:.4g}</td>" for k in ks) + f"<td>{r['mean']:.4f} ± {r['std']:.4f}</td><td>{r['verdict']} ({r['delta']:+.4f})</td></tr>" for r in self.rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    head = ''.join(f"<th align='left'>{k}</th>" for k in [*ks, 'valid loss', 'vs baseline'])
+    row = lambda r: ("<tr>" + ''.join(f"<td>{r[k]:.4g}</td>" for k in ks)
+                     + f"<td>{r['mean']:.4f} ± {r['std']:.4f}</td>"
+                     + f"<td>{r['verdict']} ({r['delta']:+.4f})</td></tr>")
+    style = "border-spacing: 16px 2px; margin-left: -16px"  # room between the columns
+    return f"<table style='{style}'><tr>{head}</tr>{''.join(row(r) for r in self.rows)}</table>"
 
 @patch
 def show(self:NudgePanel):
     "Display the panel in a notebook; elsewhere, say how to use it without one."
-    if not in_notebook(): print(_OUTSIDE); return
+    if not in_notebook(): return print(_OUTSIDE)
     from IPython.display import display
     display(self.box)
 

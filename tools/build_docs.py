@@ -14,6 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 NBS, SITE = ROOT/'nbs', ROOT/'_site'
+IMAGES = NBS/'images'  # pictures that notebooks' markdown shows as images/NAME; the site has them in images/
 REPO = 'https://github.com/lorakit/lorakit/blob/main'
 
 def directives(src:str)->dict:
@@ -139,7 +140,7 @@ def page_nb(nb_path:Path, mod, api_page:str)->dict:
         if c['cell_type'] == 'code':
             c = dict(c, source=strip_directives(src), execution_count=None)
             if not c['source'] and not c.get('outputs'): continue
-        if c['cell_type'] == 'markdown': c = dict(c, source=tex_to_mathml(src))
+        if c['cell_type'] == 'markdown': c = dict(c, source=tex_to_mathml(src).replace('](images/', '](../images/'))  # a page is a folder down
         cells.append(dict(c, metadata={}))
         if c['cell_type'] == 'code' and mod is not None and ('export' in d or 'exports' in d):
             for n in exported_names(src):
@@ -263,6 +264,7 @@ def build(out:Path=SITE, strict:bool=True):
         tmp = Path(tmp); docs = tmp/'docs'; (docs/'api').mkdir(parents=True)
         (docs/'index.md').write_text(readme_page())
         (docs/'lorakit.css').write_text(CSS)
+        if IMAGES.is_dir(): shutil.copytree(IMAGES, docs/'images')
         nav_nbs, nav_api = [], []
         for p in notebooks():
             nb = json.loads(p.read_text())
