@@ -5,7 +5,7 @@
 # %% ../nbs/10_memory.ipynb #9beab077
 from __future__ import annotations
 import contextlib, json, math, weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, asdict
 from pathlib import Path
 import torch, torch.nn as nn, torch.nn.functional as F
 from fastcore.basics import patch
@@ -13,13 +13,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 from .core import *
-from .model import Llama, LlamaConfig
+from .model import Llama, LlamaConfig, GGUFFile, gguf_config
 from .inject import find_targets
 from .train import Callback, LoopState, lm_loss
 
 # %% auto #0
-__all__ = ['CATEGORIES', 'MemoryTimeline', 'measure_steps', 'cuda_memory_history', 'auto_chunk', 'read_llama_config',
-           'MemoryEstimate', 'layer_activations', 'estimate_memory', 'LinearCrossEntropy', 'linear_cross_entropy',
+__all__ = ['CATEGORIES', 'MemoryTimeline', 'measure_steps', 'cuda_memory_history', 'auto_chunk', 'MemoryEstimate',
+           'read_llama_config', 'layer_activations', 'estimate_memory', 'LinearCrossEntropy', 'linear_cross_entropy',
            'chunked_lm_loss', 'pick_loss', 'usable', 'plan_fit']
 
 # %% ../nbs/10_memory.ipynb #a24f22b3
@@ -198,20 +198,6 @@ def _bytes_of(name:str, what:str)->int:
     if name not in _DT: raise ValueError(f"{what} must be one of {sorted(_DT)}, got {name!r}")
     return _DT[name]
 
-def read_llama_config(config)->LlamaConfig:
-    "A `LlamaConfig` from a config.json, a directory holding one, a dict, or a `LlamaConfig`."
-    if isinstance(config, LlamaConfig): return config
-    # a dict written by hand may leave model_type out
-    if isinstance(config, dict): return LlamaConfig.from_dict({'model_type': 'llama', **config})
-    p = Path(config)
-    if p.is_dir(): p = p/'config.json'
-    if not p.is_file():
-        raise FileNotFoundError(f"{p} does not exist: pass a checkpoint directory or its "
-                                "config.json")
-    try: return LlamaConfig.from_dict(json.loads(p.read_text()))
-    except (json.JSONDecodeError, KeyError, TypeError) as e:
-        raise ValueError(f"{p} is not a Llama config.json ({e})") from None
-
 @dataclass
 class MemoryEstimate:
     "A predicted training step: the bytes of each component on one device, and the peak."
@@ -227,6 +213,47 @@ class MemoryEstimate:
     def fits(self, device_bytes:float)->bool: return self.peak <= device_bytes
     __repr__ = table
     def _repr_markdown_(self): return self.table()
+
+# %% ../nbs/10_memory.ipynb #1a64852b
+_SIZES = ('hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads',
+          'vocab_size')
+
+def _sized(d:dict, src:str)->dict:
+    "`d` once it gives every size as an int >= 1; the KV heads default to the heads, as in HF."
+    if missing := [k for k in _SIZES if d.get(k) is None]:
+        raise ValueError(f"{src} gives no {', '.join(missing)}: estimate_memory needs every size "
+                         f"of the model ({', '.join(_SIZES)})")
+    if d.get('num_key_value_heads') is None:
+        d = {**d, 'num_key_value_heads': d['num_attention_heads']}
+    for k in _SIZES + ('num_key_value_heads', 'head_dim'):
+        if k == 'head_dim' and d.get(k) is None: continue  # it defaults to hidden_size // heads
+        check_arg(f"{src}: {k}", d[k], type(d[k]) is int and d[k] >= 1, 'an int >= 1')
+    return d
+
+def read_llama_config(config)->LlamaConfig:
+    "A `LlamaConfig` from a config.json, a directory holding one, a .gguf file, a dict or a config."
+    if isinstance(config, LlamaConfig):
+        _sized(asdict(config), 'the LlamaConfig')
+        return config
+    # a dict written by hand may leave model_type out
+    if isinstance(config, dict):
+        return LlamaConfig.from_dict({'model_type': 'llama', **_sized(config, 'the config')})
+    p = Path(config)
+    if p.suffix == '.gguf':
+        cfg = gguf_config(GGUFFile(p))
+        _sized(asdict(cfg), str(p))
+        return cfg
+    if p.is_dir(): p = p/'config.json'
+    if not p.is_file():
+        raise FileNotFoundError(f"{p} does not exist: pass a checkpoint directory, its "
+                                "config.json, or a .gguf file")
+    try: d = json.loads(p.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{p} is not a Llama config.json ({e})") from None
+    if not isinstance(d, dict): raise ValueError(f"{p} is not a Llama config.json (not an object)")
+    try: return LlamaConfig.from_dict(_sized(d, str(p)))
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"{p} is not a Llama config.json ({e})") from None
 
 # %% ../nbs/10_memory.ipynb #dd8ef7a8
 _IN = lambda c: dict(q_proj=c.hidden_size, k_proj=c.hidden_size, v_proj=c.hidden_size,
