@@ -68,8 +68,8 @@ def init_distributed(device:str|None=None, # 'cpu', 'cuda'; None: the GPUs if th
                     )->DeviceMesh:
     "Join torchrun's process group (NCCL on GPUs, gloo on CPU); return a 1-D mesh over its ranks."
     if not launched():
-        raise RuntimeError("a sharded run needs one process per rank: start it with torchrun, "
-                           "e.g. torchrun --nproc_per_node 2 -m lorakit.cli train --fsdp")
+        raise ValueError("a sharded run needs one process per rank: start it with torchrun, "
+                         "e.g. torchrun --nproc_per_node 2 -m lorakit.cli train --fsdp")
     dev = get_device(device)
     if dev.type == 'cuda':
         dev = torch.device('cuda', int(os.environ['LOCAL_RANK']))
@@ -294,6 +294,27 @@ class ShardedCheckpoint:
         if rank == 0: _swap_dir(tmp, Path(out)/self.name)
         dist.barrier()
 
+    def _check_files(self, d:Path):
+        "Refuse a checkpoint without a file its .metadata lists, or with one cut short."
+        if not (d/'.metadata').is_file():
+            raise FileNotFoundError(f"{d} has no .metadata: it is not a whole sharded checkpoint; "
+                                    "delete it, or start without --resume")
+        try: meta = dcp.FileSystemReader(d).read_metadata()
+        except Exception as e:
+            raise ValueError(f"{d/'.metadata'} is not readable ({type(e).__name__}): delete the "
+                             "checkpoint, or start without --resume") from None
+        need = {}  # each file's size, at least: the end of the last piece in it
+        for s in meta.storage_data.values():
+            need[s.relative_path] = max(need.get(s.relative_path, 0), s.offset + s.length)
+        for f, n in sorted(need.items()):
+            if not (d/f).is_file():
+                raise FileNotFoundError(f"{d} is missing {f}, one of the {len(need)} files its "
+                                        ".metadata lists: copy the checkpoint whole, or start "
+                                        "without --resume")
+            if (size := (d/f).stat().st_size) < n:
+                raise ValueError(f"{d/f} is cut short ({size:,} of at least {n:,} bytes): copy the "
+                                 "checkpoint whole, or start without --resume")
+
     def check(self, out:Path, config:dict, data:str)->dict:
         "The run's record in the checkpoint, once it is known to be this run's."
         d = self._dir(out)
@@ -307,6 +328,7 @@ class ShardedCheckpoint:
         except Exception as e:
             raise ValueError(f"{d} is not a readable sharded checkpoint ({type(e).__name__}): "
                              "delete it, or start without --resume") from None
+        self._check_files(d)  # on every rank, before any loads: a missing shard fails them all
         _check_same_run(d, run, config, data)
         return run
 
