@@ -204,6 +204,7 @@ def _chat(argv:list[str]):
     check_arg('--max-new-tokens', a.max_new_tokens, a.max_new_tokens >= 1, 'an int >= 1')
     check_arg('--temperature', a.temperature, a.temperature >= 0, 'a number >= 0')
     check_arg('--top-p', a.top_p, a.top_p is None or 0 < a.top_p <= 1, 'a number in (0, 1]')
+    check_arg('--top-k', a.top_k, a.top_k is None or a.top_k >= 1, 'an int >= 1')  # 0 is not "off"
     d, dev = _model_dir(TrainConfig(model=a.model)), get_device(a.device)
     tok = load_tokenizer(d)
     msgs = [dict(role='system', content=a.system)] if a.system else []
@@ -245,7 +246,8 @@ def mem_parser()->argparse.ArgumentParser:
                                 description="Predict the peak GPU memory of a LoRA or QLoRA run "
                                 "from a model's config.json, and say what makes it fit.")
     p.add_argument('--model', required=True,
-                   help='a checkpoint directory or its config.json (no weights are needed)')
+                   help='a checkpoint directory, its config.json, or a .gguf file (no weights '
+                   'are read)')
     p.add_argument('--quant', default='nf4', choices=('nf4', 'none'),
                    help='the base in 4 bits (QLoRA) or not')
     p.add_argument('--r', type=int, default=8, help='LoRA rank')
@@ -402,7 +404,8 @@ def _nudge(argv:list[str]):
     flags = _flags({k: best[k] for k in a['param']}, dataclasses.asdict(cfg))
     print(f"for lorakit-train: {flags or 'keep the settings you gave'}")
     if a['plot']:
-        res.plot(a['plot'])
+        import matplotlib.pyplot as plt
+        plt.close(res.plot(a['plot']))  # saved: a notebook that calls this shows it no more
         print(f"saved {a['plot']}")
     if a['promote']: rt.promote(res.best)
     print(f"{rt.ran} runs made; every run is kept in {a['store']}")
