@@ -15,7 +15,7 @@ __all__ = ['run_guarded', 'train_parser', 'train_config', 'train_cli', 'merge_pa
 def _lorakit_dir()->Path: return Path(importlib.util.find_spec('lorakit').origin).parent.resolve()
 
 def _in_library(e:BaseException)->bool:
-    "Whether `e` was raised inside an installed third-party package (torch, say), not in lorakit or Python's standard library."
+    "Whether `e` was raised inside an installed third-party package (torch, say), not in lorakit."
     tb = traceback.extract_tb(e.__traceback__)
     if not tb: return False
     f = Path(tb[-1].filename).resolve()
@@ -27,34 +27,46 @@ def _exit_code(e:Exception)->int|None:
     from lorakit.train import TrainingStopped
     if isinstance(e, TrainingStopped): return 130
     if _in_library(e): return None
-    if isinstance(e, (ValueError, FileNotFoundError, NotADirectoryError, ModuleNotFoundError)): return 2
+    if isinstance(e, (ValueError, FileNotFoundError, NotADirectoryError, ModuleNotFoundError)):
+        return 2
     return 1 if isinstance(e, OSError) else None
 
 # %% ../nbs/99_cli.ipynb #03adf244
 def _message(e:Exception)->str:
-    if isinstance(e, OSError) and e.strerror: return f"{e.strerror}: {e.filename}" if e.filename else e.strerror
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.strerror}: {e.filename}" if e.filename else e.strerror
     return str(e)
 
 def run_guarded(name:str, # the command's name, which starts each message
                 f, *args, **kwargs)->int:
     "Run `f`; return an exit code, printing one line to stderr for the errors a user can cause."
-    try: f(*args, **kwargs); return 0
-    except KeyboardInterrupt: print(f"{name}: interrupted; nothing was written", file=sys.stderr); return 130
+    try:
+        f(*args, **kwargs)
+        return 0
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted; nothing was written", file=sys.stderr)
+        return 130
     except Exception as e:
         if (code := _exit_code(e)) is None: raise
-        print(f"{name}: {_message(e)}", file=sys.stderr); return code
+        print(f"{name}: {_message(e)}", file=sys.stderr)
+        return code
 
 # %% ../nbs/99_cli.ipynb #85da048c
-_DOCS_HELP = ("How --data becomes documents: a .txt file is split at blank lines, each paragraph a document (a file without blank lines "
-              "is cut into chunks of about 2,000 characters at line ends); a .jsonl file has one document per line, in its --field; "
-              "a directory gives every .txt and .jsonl file under it. Documents are split into train and validation whole, then packed into rows.")
+_DOCS_HELP = ("How --data becomes documents: a .txt file is split at blank lines, each paragraph "
+              "a document (a file without blank lines is cut into chunks of about 2,000 characters "
+              "at line ends); a .jsonl file has one document per line, in its --field; a directory "
+              "gives every .txt and .jsonl file under it. Documents are split into train and "
+              "validation whole, then packed into rows.")
 
 def _targets(s:str):
     "'all-linear', a regex, or comma-separated layer names (a list)."
-    return s if s == 'all-linear' or not s.replace('_', '').replace(',', '').replace('.', '').isalnum() else s.split(',')
+    if s == 'all-linear' or not s.replace('_', '').replace(',', '').replace('.', '').isalnum():
+        return s
+    return s.split(',')
 
 def _on_off(s:str)->bool|None:
-    if s not in ('on', 'off', 'auto'): raise argparse.ArgumentTypeError(f"use on, off or auto, not {s!r}")
+    if s not in ('on', 'off', 'auto'):
+        raise argparse.ArgumentTypeError(f"use on, off or auto, not {s!r}")
     return None if s == 'auto' else s == 'on'
 
 def _arg(f:dataclasses.Field)->dict:
@@ -68,25 +80,35 @@ def _arg(f:dataclasses.Field)->dict:
 
 # %% ../nbs/99_cli.ipynb #5cf1b910
 def _add_fields(p, cls, docs:dict, skip:tuple=()):
-    "One flag of `p` per field of the dataclass `cls` (but those in `skip`), with the help `docs` gives it."
+    "A flag of `p` for each field of the dataclass `cls` but those in `skip`, its help from `docs`."
     for f in dataclasses.fields(cls):
         if f.name in skip: continue
-        kw = dict(default=f.default) | _arg(f) | (dict(default='lorakit-run') if f.name == 'out' else {})
+        kw = (dict(default=f.default) | _arg(f)
+              | (dict(default='lorakit-run') if f.name == 'out' else {}))
         default = '' if kw['default'] in (None, False, 'auto') else f" (default: {kw['default']})"
-        p.add_argument('--' + f.name.replace('_', '-'), help=docs[f.name].replace('None: ', 'if not given, ') + default, **kw)
+        p.add_argument('--' + f.name.replace('_', '-'),
+                       help=docs[f.name].replace('None: ', 'if not given, ') + default, **kw)
+
+_TRAIN_DOCS = dict(targets="'all-linear', a regex, or layer names separated by commas",
+                   autocast='bf16 autocast; auto: on for a GPU that supports bf16')
 
 def train_parser()->argparse.ArgumentParser:
-    "The flags of `lorakit-train`: one per field of `TrainConfig` and of `Instruments`, documented by them, and --resume and --overwrite."
+    "`lorakit-train`'s flags: one per `TrainConfig` and `Instruments` field; --resume, --overwrite."
     from fastcore.docments import docments
     from lorakit.train import TrainConfig
     from lorakit.instrument import Instruments
     p = argparse.ArgumentParser(prog='lorakit-train', epilog=_DOCS_HELP,
-                                description="Fine-tune a Llama with QLoRA (or LoRA). With no arguments: the Shakespeare base that ships with lorakit, on Python's reference docs.")
-    _add_fields(p, TrainConfig, docments(TrainConfig) | dict(out='the run directory', targets="'all-linear', a regex, or layer names separated by commas",
-                                                             autocast='bf16 autocast; auto: on for a GPU that supports bf16'))
-    _add_fields(p.add_argument_group('instruments', 'what they write goes into --out; see lorakit.instrument'), Instruments, docments(Instruments))
-    p.add_argument('--resume', action='store_true', help='continue the run in --out from its checkpoint, with the same settings')
-    p.add_argument('--overwrite', action='store_true', help="replace the run in --out (its files only; anything else there is left alone)")
+                                description="Fine-tune a Llama with QLoRA (or LoRA). With no "
+                                "arguments: the Shakespeare base that ships with lorakit, on "
+                                "Python's reference docs.")
+    _add_fields(p, TrainConfig, docments(TrainConfig) | dict(out='the run directory') | _TRAIN_DOCS)
+    _add_fields(p.add_argument_group('instruments', 'what they write goes into --out; see '
+                                     'lorakit.instrument'), Instruments, docments(Instruments))
+    p.add_argument('--resume', action='store_true',
+                   help='continue the run in --out from its checkpoint, with the same settings')
+    p.add_argument('--overwrite', action='store_true',
+                   help="replace the run in --out (its files only; anything else there is left "
+                   "alone)")
     return p
 
 def train_config(argv:list[str])->tuple:
@@ -107,18 +129,22 @@ def _train(argv:list[str]):
     finetune(cfg, resume=resume, overwrite=overwrite, instruments=inst)
 
 def train_cli(argv:list[str]|None=None): # the arguments; default: the command line's
-    "`lorakit-train`: fine-tune a Llama with QLoRA; with no arguments, adapt the shipped Shakespeare base to Python's docs."
+    "`lorakit-train`: QLoRA fine-tune; with no arguments, the shipped base on Python's docs."
     sys.exit(run_guarded('lorakit-train', _train, sys.argv[1:] if argv is None else argv))
 
 # %% ../nbs/99_cli.ipynb #58a663b8
 def merge_parser()->argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='lorakit-merge', formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-                                description="Merge a LoRA adapter (lorakit's or PEFT's) into its base and write a Hugging Face checkpoint.")
+    p = argparse.ArgumentParser(prog='lorakit-merge',
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                                description="Merge a LoRA adapter (lorakit's or PEFT's) into its "
+                                "base and write a Hugging Face checkpoint.")
     p.add_argument('--model', required=True, help='the base checkpoint directory')
-    p.add_argument('--adapter', required=True, help="the adapter directory (adapter_config.json and adapter_model.safetensors), e.g. a run's adapter/")
+    p.add_argument('--adapter', required=True, help="the adapter directory (adapter_config.json "
+                   "and adapter_model.safetensors), e.g. a run's adapter/")
     p.add_argument('--out', required=True, help='where to write the merged checkpoint')
     p.add_argument('--base', default='auto', choices=('auto', 'nf4', 'original'),
-                   help="merge into the weights the adapter was trained on ('auto'), the dequantized NF4 weights, or the original ones")
+                   help="merge into the weights the adapter was trained on ('auto'), the "
+                   "dequantized NF4 weights, or the original ones")
     p.add_argument('--dtype', default='float32', help='dtype of the merged weights')
     p.add_argument('--overwrite', action='store_true', help='replace --out if it holds files')
     return p
@@ -127,7 +153,8 @@ def _merge(argv:list[str]):
     a = merge_parser().parse_args(argv)
     from lorakit.adapters import merge_adapter
     r = merge_adapter(a.model, a.adapter, a.out, a.dtype, a.base, a.overwrite)
-    into = 'its dequantized NF4 weights, as the adapter was trained' if r['base'] == 'nf4' else 'its original weights'
+    into = ('its dequantized NF4 weights, as the adapter was trained' if r['base'] == 'nf4'
+            else 'its original weights')
     print(f"merged {a.adapter} into {a.model} ({into}): wrote {a.out}/: {' '.join(r['files'])}")
 
 def merge_cli(argv:list[str]|None=None): # the arguments; default: the command line's
@@ -136,17 +163,24 @@ def merge_cli(argv:list[str]|None=None): # the arguments; default: the command l
 
 # %% ../nbs/99_cli.ipynb #4bcf2d0e
 def chat_parser()->argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='lorakit-chat', formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-                                description="Talk to a chat model, with a trained LoRA adapter if given: one --prompt, or a conversation at the terminal.")
-    p.add_argument('--model', required=True, help="a chat model's checkpoint directory, with its tokenizer.json and chat template")
-    p.add_argument('--adapter', default=None, help="a LoRA adapter directory (lorakit's or PEFT's), e.g. a run's adapter/, merged into the base it was trained on")
-    p.add_argument('--prompt', default=None, help='one message: print the reply and exit; without it, talk until an empty line or Ctrl-D')
+    p = argparse.ArgumentParser(prog='lorakit-chat',
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                                description="Talk to a chat model, with a trained LoRA adapter if "
+                                "given: one --prompt, or a conversation at the terminal.")
+    p.add_argument('--model', required=True, help="a chat model's checkpoint directory, with its "
+                   "tokenizer.json and chat template")
+    p.add_argument('--adapter', default=None, help="a LoRA adapter directory (lorakit's or "
+                   "PEFT's), e.g. a run's adapter/, merged into the base it was trained on")
+    p.add_argument('--prompt', default=None, help='one message: print the reply and exit; without '
+                   'it, talk until an empty line or Ctrl-D')
     p.add_argument('--system', default=None, help='a system message to start with')
     p.add_argument('--max-new-tokens', type=int, default=256, help='the longest reply, in tokens')
     p.add_argument('--temperature', type=float, default=0., help='0: greedy')
-    p.add_argument('--top-p', type=float, default=None, help='sample from the most likely tokens that hold this much probability')
+    p.add_argument('--top-p', type=float, default=None,
+                   help='sample from the most likely tokens that hold this much probability')
     p.add_argument('--top-k', type=int, default=None, help='sample from the k most likely tokens')
-    p.add_argument('--seed', type=int, default=0); p.add_argument('--device', default=None, help="'cpu', 'cuda'; default: the GPU if there is one")
+    p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--device', default=None, help="'cpu', 'cuda'; default: the GPU if there is one")
     return p
 
 def _stop_ids(d:Path, tok)->list[int]:
@@ -170,23 +204,31 @@ def _chat(argv:list[str]):
     check_arg('--max-new-tokens', a.max_new_tokens, a.max_new_tokens >= 1, 'an int >= 1')
     check_arg('--temperature', a.temperature, a.temperature >= 0, 'a number >= 0')
     check_arg('--top-p', a.top_p, a.top_p is None or 0 < a.top_p <= 1, 'a number in (0, 1]')
+    check_arg('--top-k', a.top_k, a.top_k is None or a.top_k >= 1, 'an int >= 1')  # 0 is not "off"
     d, dev = _model_dir(TrainConfig(model=a.model)), get_device(a.device)
     tok = load_tokenizer(d)
     msgs = [dict(role='system', content=a.system)] if a.system else []
-    tok.apply_chat_template(msgs + [dict(role='user', content='')], True)  # no chat template: fail before loading anything
-    model = merged_model(d, a.adapter) if a.adapter else Llama.from_pretrained(d, dtype=job_dtype('auto', dev), device=dev)
+    # no chat template: fail before loading anything
+    tok.apply_chat_template(msgs + [dict(role='user', content='')], True)
+    model = (merged_model(d, a.adapter) if a.adapter
+             else Llama.from_pretrained(d, dtype=job_dtype('auto', dev), device=dev))
     model.to(dev).eval()
     stop, ctx = _stop_ids(d, tok), model.config.max_position_embeddings
     def reply(text:str)->str:
         msgs.append(dict(role='user', content=text))
         ids = torch.tensor([tok.apply_chat_template(msgs, True)], device=dev)
         n = min(a.max_new_tokens, ctx - ids.shape[1])
-        if n < 1: raise ValueError(f"the conversation is {ids.shape[1]} tokens, the model's whole context ({ctx}): start a new one")
-        out = generate(model, ids, n, a.temperature, a.top_k, a.top_p, eos_id=stop, seed=a.seed)[0, ids.shape[1]:]
+        if n < 1:
+            raise ValueError(f"the conversation is {ids.shape[1]} tokens, the model's whole "
+                             f"context ({ctx}): start a new one")
+        out = generate(model, ids, n, a.temperature, a.top_k, a.top_p, eos_id=stop,
+                       seed=a.seed)[0, ids.shape[1]:]
         r = tok.decode(out)
         msgs.append(dict(role='assistant', content=r))
         return r
-    if a.prompt is not None: print(reply(a.prompt)); return
+    if a.prompt is not None:
+        print(reply(a.prompt))
+        return
     while True:
         try: line = input('you> ')
         except EOFError: break
@@ -199,12 +241,18 @@ def chat_cli(argv:list[str]|None=None): # the arguments; default: the command li
 
 # %% ../nbs/99_cli.ipynb #c2b9ea8c
 def mem_parser()->argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='lorakit-mem', formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-                                description="Predict the peak GPU memory of a LoRA or QLoRA run from a model's config.json, and say what makes it fit.")
-    p.add_argument('--model', required=True, help='a checkpoint directory or its config.json (no weights are needed)')
-    p.add_argument('--quant', default='nf4', choices=('nf4', 'none'), help='the base in 4 bits (QLoRA) or not')
+    p = argparse.ArgumentParser(prog='lorakit-mem',
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                                description="Predict the peak GPU memory of a LoRA or QLoRA run "
+                                "from a model's config.json, and say what makes it fit.")
+    p.add_argument('--model', required=True,
+                   help='a checkpoint directory, its config.json, or a .gguf file (no weights '
+                   'are read)')
+    p.add_argument('--quant', default='nf4', choices=('nf4', 'none'),
+                   help='the base in 4 bits (QLoRA) or not')
     p.add_argument('--r', type=int, default=8, help='LoRA rank')
-    p.add_argument('--targets', default='all-linear', help="'all-linear', or a regex (full match) of the linears' names")
+    p.add_argument('--targets', default='all-linear',
+                   help="'all-linear', or a regex (full match) of the linears' names")
     p.add_argument('--bs', type=int, default=1, help='rows per micro-batch, per GPU')
     p.add_argument('--seq-len', type=int, default=512, help='tokens per row')
     p.add_argument('--grad-accum', type=int, default=1, help='micro-batches per optimizer step')
@@ -212,9 +260,12 @@ def mem_parser()->argparse.ArgumentParser:
     p.add_argument('--dtype', default='bf16', help="the base's dtype and the compute dtype")
     p.add_argument('--lora-dtype', default='float32', help="the LoRA weights' dtype")
     p.add_argument('--optimizer', default='adamw', choices=('adamw', 'sgd-momentum', 'sgd'))
-    p.add_argument('--loss', default='chunked', choices=('chunked', 'plain'), help="the chunked loss never holds the full logits")
-    p.add_argument('--gpus', type=int, default=1, help='GPUs, sharing the model with FSDP when more than 1')
-    p.add_argument('--cpu-offload', action='store_true', help="FSDP keeps the shards in host memory")
+    p.add_argument('--loss', default='chunked', choices=('chunked', 'plain'),
+                   help="the chunked loss never holds the full logits")
+    p.add_argument('--gpus', type=int, default=1,
+                   help='GPUs, sharing the model with FSDP when more than 1')
+    p.add_argument('--cpu-offload', action='store_true',
+                   help="FSDP keeps the shards in host memory")
     p.add_argument('--gpu-mem', type=float, default=24., help='memory of each GPU, GiB')
     return p
 
@@ -222,14 +273,16 @@ def _mem(argv:list[str]):
     from lorakit.memory import plan_fit, usable
     a = mem_parser().parse_args(argv)
     if not a.gpu_mem > 0: raise ValueError(f"--gpu-mem must be > 0 GiB, got {a.gpu_mem}")
-    est, ok, fixes = plan_fit(a.model, a.gpu_mem, quant=a.quant, r=a.r, targets=a.targets, bs=a.bs, seq_len=a.seq_len, grad_accum=a.grad_accum,
-                              grad_ckpt=a.grad_ckpt, dtype=a.dtype, lora_dtype=a.lora_dtype, optimizer=a.optimizer, loss=a.loss,
-                              world_size=a.gpus, cpu_offload=a.cpu_offload)
+    est, ok, fixes = plan_fit(a.model, a.gpu_mem, quant=a.quant, r=a.r, targets=a.targets, bs=a.bs,
+                              seq_len=a.seq_len, grad_accum=a.grad_accum, grad_ckpt=a.grad_ckpt,
+                              dtype=a.dtype, lora_dtype=a.lora_dtype, optimizer=a.optimizer,
+                              loss=a.loss, world_size=a.gpus, cpu_offload=a.cpu_offload)
     print(est.table())
     room = f"{usable(a.gpu_mem) / 2**30:.1f} GiB usable of {a.gpu_mem:g} GiB per GPU"
     print(f"\npeak {est.peak / 2**30:.2f} GiB per GPU: {'fits' if ok else 'does not fit'} ({room})")
     if not ok:
-        print("what makes it fit:" if fixes else "nothing tried makes it fit: a shorter --seq-len, a lower --r, or larger GPUs")
+        print("what makes it fit:" if fixes else
+              "nothing tried makes it fit: a shorter --seq-len, a lower --r, or larger GPUs")
         for what, e in fixes: print(f"  {what}: {e.peak / 2**30:.2f} GiB")
 
 def mem_cli(argv:list[str]|None=None): # the arguments; default: the command line's
@@ -241,7 +294,8 @@ def _proxy(argv:list[str]):
     from fastcore.script import anno_parser
     from lorakit.core import run_proxy
     a = vars(anno_parser(run_proxy, prog='lorakit-proxy').parse_args(argv))
-    run_proxy(**{k: v for k, v in a.items() if k not in ('pdb', 'xtra')})  # fastcore's own debugging flags
+    # pdb and xtra: fastcore's own debugging flags
+    run_proxy(**{k: v for k, v in a.items() if k not in ('pdb', 'xtra')})
 
 def proxy_cli(argv:list[str]|None=None): # the arguments; default: the command line's
     "`lorakit-proxy`: train `Block` on the proxy task in seconds, and print its learning curve."
@@ -249,79 +303,110 @@ def proxy_cli(argv:list[str]|None=None): # the arguments; default: the command l
 
 # %% ../nbs/99_cli.ipynb #9c4de3e7
 def _pretrain(argv:list[str]):
-    p = argparse.ArgumentParser(prog='lorakit-pretrain', formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-                                description="Pretrain lorakit's byte-level Llama on Shakespeare's plays and save it.")
+    p = argparse.ArgumentParser(prog='lorakit-pretrain',
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                                description="Pretrain lorakit's byte-level Llama on Shakespeare's "
+                                "plays and save it.")
     p.add_argument('--out', default='lorakit-base', help='directory to write the checkpoint to')
     p.add_argument('--steps', type=int, default=1800, help='optimizer steps')
     p.add_argument('--time-limit', type=float, default=None, help='stop after this many seconds')
-    p.add_argument('--seed', type=int, default=0); p.add_argument('--overwrite', action='store_true', help='replace --out if it holds files')
+    p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--overwrite', action='store_true', help='replace --out if it holds files')
     a = p.parse_args(argv)
     from lorakit.core import atomic_dir, check_arg, check_out_dir
     from lorakit.pretrain import Recipe, pretrain, save_base
     from lorakit.data import shakespeare
-    check_arg('--steps', a.steps, a.steps >= 1, 'an int >= 1'); check_out_dir(a.out, a.overwrite)
+    check_arg('--steps', a.steps, a.steps >= 1, 'an int >= 1')
+    check_out_dir(a.out, a.overwrite)
     model, info = pretrain(Recipe(steps=a.steps, seed=a.seed), shakespeare(), None, a.time_limit)
     with atomic_dir(a.out, a.overwrite) as d: save_base(model, info, d)
-    print(f"wrote {a.out}/: valid loss {info['valid_loss']:.3f} nats/byte (unigram baseline {info['unigram_loss']:.3f}), {info['steps_run']} steps, {info['seconds']}s")
+    print(f"wrote {a.out}/: valid loss {info['valid_loss']:.3f} nats/byte (unigram baseline "
+          f"{info['unigram_loss']:.3f}), {info['steps_run']} steps, {info['seconds']}s")
 
 def pretrain_cli(argv:list[str]|None=None): # the arguments; default: the command line's
     "`lorakit-pretrain`: pretrain lorakit's byte-level Llama on Shakespeare and save it."
     sys.exit(run_guarded('lorakit-pretrain', _pretrain, sys.argv[1:] if argv is None else argv))
 
 # %% ../nbs/99_cli.ipynb #8f8f1f87
-_NOT_PROXY = ('out', 'steps', 'bs', 'seq_len', 'grad_accum', 'eval_every', 'eval_batches', 'samples', 'save_every', 'seed', 'fsdp', 'cpu_offload', 'dist_timeout',
-              'chat', 'all_tokens', 'pack', 'on_bad',  # the proxy task is text (12_nudge's LMProxy): a chat job's flags would do nothing there
+_NOT_PROXY = ('out', 'steps', 'bs', 'seq_len', 'grad_accum', 'eval_every', 'eval_batches',
+              'samples', 'save_every', 'seed', 'fsdp', 'cpu_offload', 'dist_timeout',
+              # the proxy task is text (12_nudge's LMProxy): a chat job's flags do nothing there
+              'chat', 'all_tokens', 'pack', 'on_bad',
               'compile')  # a proxy run takes seconds: compiling would cost more than it saves
 
 def nudge_parser()->argparse.ArgumentParser:
-    "The flags of `lorakit-nudge`: the job's (those of `lorakit-train` that shape learning), the proxy's, and the nudge's."
+    "`lorakit-nudge`'s flags: the job's that shape learning, the proxy's, and the nudge's."
     from fastcore.docments import docments
     from lorakit.train import TrainConfig
     from lorakit.nudge import KNOBS
-    p = argparse.ArgumentParser(prog='lorakit-nudge', epilog=_DOCS_HELP, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-                                description="Tune a fine-tune's hyperparameters by hand on a proxy of it: step each --param up, then down, while it "
-                                            "improves beyond the noise of --seeds seeds; interpolate; print the history and the flags for lorakit-train.")
+    p = argparse.ArgumentParser(prog='lorakit-nudge', epilog=_DOCS_HELP,
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                                description="Tune a fine-tune's hyperparameters by hand on a "
+                                "proxy of it: step each --param up, then down, while it improves "
+                                "beyond the noise of --seeds seeds; interpolate; print the history "
+                                "and the flags for lorakit-train.")
     n = p.add_argument_group('the nudge')
-    n.add_argument('--param', nargs='+', default=['lr'], choices=list(KNOBS), help='the hyperparameters to nudge, in turn')
-    n.add_argument('--step', type=float, default=None, help="each knob's step instead of its default (a factor for lr, r, alpha, weight-decay)")
+    n.add_argument('--param', nargs='+', default=['lr'], choices=list(KNOBS),
+                   help='the hyperparameters to nudge, in turn')
+    n.add_argument('--step', type=float, default=None, help="each knob's step instead of its "
+                   "default (a factor for lr, r, alpha, weight-decay)")
     n.add_argument('--seeds', type=int, default=3, help='seeds per config: the noise band')
     n.add_argument('--max-probes', type=int, default=6, help='probes per parameter and round')
     n.add_argument('--rounds', type=int, default=1, help='passes over the parameters')
     n.add_argument('--no-interpolate', action='store_true', help="don't try the parabola's minimum")
-    n.add_argument('--store', default='lorakit-nudge.json', help='the ratchet store: every config run, and the baseline; kept between calls')
-    n.add_argument('--promote', action='store_true', help="make the best config the store's baseline")
-    n.add_argument('--plot', default=None, help='save the loss against each parameter to this PNG file')
+    n.add_argument('--store', default='lorakit-nudge.json',
+                   help='the ratchet store: every config run, and the baseline; kept between calls')
+    n.add_argument('--promote', action='store_true',
+                   help="make the best config the store's baseline")
+    n.add_argument('--plot', default=None,
+                   help='save the loss against each parameter to this PNG file')
     x = p.add_argument_group('the proxy', 'the job shrunk to seconds a run')
-    x.add_argument('--proxy-steps', type=int, default=20); x.add_argument('--proxy-bs', type=int, default=8)
-    x.add_argument('--proxy-seq-len', type=int, default=32); x.add_argument('--train-rows', type=int, default=512); x.add_argument('--valid-rows', type=int, default=64)
-    x.add_argument('--job-steps', type=int, default=250, help="the full job's steps: its warm-up keeps its share of them in the proxy")
-    _add_fields(p.add_argument_group('the job', "lorakit-train's flags"), TrainConfig, docments(TrainConfig) | dict(targets="'all-linear', a regex, or layer names separated by commas",
-                autocast='bf16 autocast; auto: on for a GPU that supports bf16'), skip=_NOT_PROXY)
+    x.add_argument('--proxy-steps', type=int, default=20)
+    x.add_argument('--proxy-bs', type=int, default=8)
+    x.add_argument('--proxy-seq-len', type=int, default=32)
+    x.add_argument('--train-rows', type=int, default=512)
+    x.add_argument('--valid-rows', type=int, default=64)
+    x.add_argument('--job-steps', type=int, default=250,
+                   help="the full job's steps: its warm-up keeps its share of them in the proxy")
+    _add_fields(p.add_argument_group('the job', "lorakit-train's flags"), TrainConfig,
+                docments(TrainConfig) | _TRAIN_DOCS, skip=_NOT_PROXY)
     return p
 
 # %% ../nbs/99_cli.ipynb #761aac36
 def _flags(d:dict, start:dict)->str:
     "The lorakit-train flags that set what differs between `d` and `start`."
-    return ' '.join(f"--{k.replace('_', '-')} {v:.4g}" if isinstance(v, float) else f"--{k.replace('_', '-')} {v}" for k, v in d.items() if start.get(k) != v)
+    return ' '.join(f"--{k.replace('_', '-')} {v:.4g}" if isinstance(v, float)
+                    else f"--{k.replace('_', '-')} {v}" for k, v in d.items() if start.get(k) != v)
 
 def _nudge(argv:list[str]):
     a = vars(nudge_parser().parse_args(argv))
     from lorakit.core import check_arg
     from lorakit.train import TrainConfig
     from lorakit.nudge import LMProxy, Ratchet, proxy_config, nudge
-    for k in ('seeds', 'max_probes', 'rounds', 'proxy_steps', 'proxy_bs', 'proxy_seq_len', 'train_rows', 'valid_rows', 'job_steps'):
+    for k in ('seeds', 'max_probes', 'rounds', 'proxy_steps', 'proxy_bs', 'proxy_seq_len',
+              'train_rows', 'valid_rows', 'job_steps'):
         check_arg(f"--{k.replace('_', '-')}", a[k], a[k] >= 1, 'an int >= 1')
-    if a['plot'] and not Path(a['plot']).resolve().parent.is_dir(): raise FileNotFoundError(f"--plot {a['plot']}: {Path(a['plot']).parent} does not exist: create it first")
-    job = {f.name: a.pop(f.name) for f in dataclasses.fields(TrainConfig) if f.name not in _NOT_PROXY}
+    if a['plot'] and not Path(a['plot']).resolve().parent.is_dir():
+        raise FileNotFoundError(f"--plot {a['plot']}: {Path(a['plot']).parent} does not exist: "
+                                "create it first")
+    job = {f.name: a.pop(f.name) for f in dataclasses.fields(TrainConfig)
+           if f.name not in _NOT_PROXY}
     if job['model']: job['model'] = str(Path(job['model']).resolve())
     if job['data']: job['data'] = [str(Path(f).resolve()) for f in job['data']]
-    cfg = proxy_config(TrainConfig(**job, steps=a['job_steps']), a['proxy_steps'], a['proxy_bs'], a['proxy_seq_len'])
-    rt = Ratchet(a['store'], LMProxy(cfg, a['train_rows'], a['valid_rows']), seeds=range(a['seeds']), log=lambda m: print(m, flush=True))
-    res = nudge(a['param'], rt, cfg, a['step'], a['max_probes'], not a['no_interpolate'], a['rounds'])
+    cfg = proxy_config(TrainConfig(**job, steps=a['job_steps']), a['proxy_steps'], a['proxy_bs'],
+                       a['proxy_seq_len'])
+    rt = Ratchet(a['store'], LMProxy(cfg, a['train_rows'], a['valid_rows']),
+                 seeds=range(a['seeds']), log=lambda m: print(m, flush=True))
+    res = nudge(a['param'], rt, cfg, a['step'], a['max_probes'], not a['no_interpolate'],
+                a['rounds'])
     print(f"\n{res.table()}\n\n{res.verdict}")
     best = dataclasses.asdict(res.best)
-    print(f"for lorakit-train: {_flags({k: best[k] for k in a['param']}, dataclasses.asdict(cfg)) or 'keep the settings you gave'}")
-    if a['plot']: res.plot(a['plot']); print(f"saved {a['plot']}")
+    flags = _flags({k: best[k] for k in a['param']}, dataclasses.asdict(cfg))
+    print(f"for lorakit-train: {flags or 'keep the settings you gave'}")
+    if a['plot']:
+        import matplotlib.pyplot as plt
+        plt.close(res.plot(a['plot']))  # saved: a notebook that calls this shows it no more
+        print(f"saved {a['plot']}")
     if a['promote']: rt.promote(res.best)
     print(f"{rt.ran} runs made; every run is kept in {a['store']}")
 
@@ -330,13 +415,15 @@ def nudge_cli(argv:list[str]|None=None): # the arguments; default: the command l
     sys.exit(run_guarded('lorakit-nudge', _nudge, sys.argv[1:] if argv is None else argv))
 
 # %% ../nbs/99_cli.ipynb #b8121d3a
-_COMMANDS = dict(train=train_cli, merge=merge_cli, mem=mem_cli, proxy=proxy_cli, pretrain=pretrain_cli, nudge=nudge_cli, chat=chat_cli)
+_COMMANDS = dict(train=train_cli, merge=merge_cli, mem=mem_cli, proxy=proxy_cli,
+                 pretrain=pretrain_cli, nudge=nudge_cli, chat=chat_cli)
 
 def main(argv:list[str]|None=None): # the command and its arguments; default: the command line's
     "`python -m lorakit.cli COMMAND ARGS`: run `lorakit-COMMAND ARGS`."
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] not in _COMMANDS:
-        print(f"usage: python -m lorakit.cli {{{','.join(_COMMANDS)}}} ARGS: runs lorakit-COMMAND ARGS (e.g. under torchrun)", file=sys.stderr)
+        print(f"usage: python -m lorakit.cli {{{','.join(_COMMANDS)}}} ARGS: runs lorakit-COMMAND "
+              "ARGS (e.g. under torchrun)", file=sys.stderr)
         sys.exit(2)
     _COMMANDS[argv[0]](argv[1:])
 

@@ -10,10 +10,12 @@ from pathlib import Path
 from types import SimpleNamespace
 import torch, torch.nn as nn, torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh, DeviceMesh
-from torch.distributed.fsdp import fully_shard, MixedPrecisionPolicy, CPUOffloadPolicy, OffloadPolicy, register_fsdp_forward_method
+from torch.distributed.fsdp import (fully_shard, MixedPrecisionPolicy, CPUOffloadPolicy,
+                                    OffloadPolicy, register_fsdp_forward_method)
 from torch.distributed.tensor import DTensor
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict
+from torch.distributed.checkpoint.state_dict import (get_optimizer_state_dict,
+                                                     set_optimizer_state_dict)
 from .core import *
 from .lora import LoRALinear
 from .inject import *
@@ -34,22 +36,27 @@ __all__ = ['nf4_as_params', 'nf4_meta', 'launched', 'init_distributed', 'mesh_de
 _NF4_KEYS = ('packed', 'absmax', 'nested_absmax', 'offset')
 
 def nf4_as_params(model:nn.Module)->nn.Module:
-    "Move the 4-bit state of every `NF4Linear` in `model` from buffers into frozen parameters, which FSDP2 shards (it replicates buffers)."
+    "Move each `NF4Linear`'s 4-bit state from buffers to frozen parameters, which FSDP2 shards."
     for m in model.modules():
         if not isinstance(m, NF4Linear): continue
         for k in _NF4_KEYS:
             if k not in m._buffers: continue
             t = m._buffers.pop(k)
-            m.register_parameter(k, None if t is None else nn.Parameter(t.reshape(1) if t.ndim == 0 else t, requires_grad=False))
+            m.register_parameter(k, None if t is None else nn.Parameter(
+                t.reshape(1) if t.ndim == 0 else t, requires_grad=False))
     return model
 
 def nf4_meta(shape:tuple, dtype:torch.dtype, blocksize:int=64, double_quant:bool=True)->NF4Weight:
-    "An `NF4Weight` on the meta device with the shapes and dtypes `quantize_nf4` gives a weight of `shape`: a skeleton to shard before the bytes exist."
-    n = math.prod(shape); blocks = -(-n // blocksize)
+    "A meta-device `NF4Weight` shaped as `quantize_nf4` gives `shape`: a skeleton to shard."
+    n = math.prod(shape)
+    blocks = -(-n // blocksize)
     e = lambda k, dt: torch.empty(k, dtype=dt, device='meta')
-    q = NF4Weight(e(-(-n // 2), torch.uint8), e(blocks, torch.float32), torch.Size(shape), dtype, blocksize)
+    q = NF4Weight(e(-(-n // 2), torch.uint8), e(blocks, torch.float32), torch.Size(shape), dtype,
+                  blocksize)
     if not double_quant: return q
-    return replace(q, absmax=e(blocks, torch.uint8), nested_absmax=e(-(-blocks // q.nested_blocksize), torch.float32), offset=e((), torch.float32))
+    return replace(q, absmax=e(blocks, torch.uint8),
+                   nested_absmax=e(-(-blocks // q.nested_blocksize), torch.float32),
+                   offset=e((), torch.float32))
 
 # %% ../nbs/11_fsdp.ipynb #9e30ded8
 def launched()->bool:
@@ -57,54 +64,72 @@ def launched()->bool:
     return all(k in os.environ for k in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK'))
 
 def init_distributed(device:str|None=None, # 'cpu', 'cuda'; None: the GPUs if there are any
-                     timeout:float=600, # seconds a collective waits for the other ranks before it fails
+                     timeout:float=600, # seconds a collective waits for the other ranks
                     )->DeviceMesh:
-    "Join the process group torchrun set up (NCCL on GPUs, one per rank; gloo on CPU) and return a 1-D device mesh over its ranks."
-    if not launched(): raise RuntimeError("a sharded run needs one process per rank: start it with torchrun, e.g. torchrun --nproc_per_node 2 -m lorakit.cli train --fsdp")
+    "Join torchrun's process group (NCCL on GPUs, gloo on CPU); return a 1-D mesh over its ranks."
+    if not launched():
+        raise ValueError("a sharded run needs one process per rank: start it with torchrun, "
+                         "e.g. torchrun --nproc_per_node 2 -m lorakit.cli train --fsdp")
     dev = get_device(device)
     if dev.type == 'cuda':
-        dev = torch.device('cuda', int(os.environ['LOCAL_RANK'])); torch.cuda.set_device(dev)
+        dev = torch.device('cuda', int(os.environ['LOCAL_RANK']))
+        torch.cuda.set_device(dev)
     if not dist.is_initialized():
-        dist.init_process_group('nccl' if dev.type == 'cuda' else 'gloo', timeout=datetime.timedelta(seconds=timeout))
+        dist.init_process_group('nccl' if dev.type == 'cuda' else 'gloo',
+                                timeout=datetime.timedelta(seconds=timeout))
     return init_device_mesh(dev.type, (dist.get_world_size(),))
 
 def mesh_device(mesh:DeviceMesh)->torch.device:
     "This rank's device in `mesh`."
-    return torch.device('cuda', torch.cuda.current_device()) if mesh.device_type == 'cuda' else torch.device(mesh.device_type)
+    if mesh.device_type == 'cuda': return torch.device('cuda', torch.cuda.current_device())
+    return torch.device(mesh.device_type)
 
 # %% ../nbs/11_fsdp.ipynb #b6d7d123
 def decoder_layers(model:nn.Module)->list[nn.Module]:
-    "The repeated blocks of `model` (the `layers` ModuleList of a Llama), which `shard_model` shards one by one."
+    "The repeated blocks of `model` (a Llama's `layers`), which `shard_model` shards one by one."
     for n, m in model.named_modules():
         if n.rpartition('.')[2] == 'layers' and isinstance(m, nn.ModuleList): return list(m)
-    raise ValueError(f"{type(model).__name__} has no `layers` ModuleList: shard_model shards the decoder layers of a Llama-like model one by one")
+    raise ValueError(f"{type(model).__name__} has no `layers` ModuleList: shard_model shards the "
+                     "decoder layers of a Llama-like model one by one")
 
-def shard_model(model:nn.Module, # a model with LoRA (and an NF4 base, or not), on the meta device or this rank's device
-                mesh:DeviceMesh|None=None, # the ranks to shard over; default: all of them, on the model's device type
-                mp_policy:MixedPrecisionPolicy|None=None, # e.g. MixedPrecisionPolicy(param_dtype=torch.bfloat16); it casts float parameters only
+def shard_model(model:nn.Module, # with LoRA (on an NF4 base, or not), on meta or this rank's device
+                mesh:DeviceMesh|None=None, # the ranks; default: all, on the model's device type
+                mp_policy:MixedPrecisionPolicy|None=None, # e.g. bf16 params; it casts floats only
                 cpu_offload:bool=False, # keep the shards in host memory (GPU only)
-                reshard_after_forward:bool=True, # free each layer's gathered weights after its forward, and gather them again for backward
+                reshard_after_forward:bool=True, # free each layer's gathered weights after forward
                )->nn.Module:
-    "Shard `model` with FSDP2: each decoder layer, then the root (embeddings, final norm, head). The NF4 state becomes integer parameters first."
-    if not dist.is_initialized(): raise RuntimeError("shard_model needs a process group: call init_distributed() under torchrun first")
+    "Shard `model` with FSDP2: each decoder layer, then the root; the NF4 state becomes parameters."
+    if not dist.is_initialized():
+        raise RuntimeError("shard_model needs a process group: call init_distributed() under "
+                           "torchrun first")
     lora = {id(p) for p in lora_parameters(model)}
     if not lora: raise ValueError("model has no LoRA layers: add_lora before shard_model")
     if other := [n for n, p in model.named_parameters() if p.requires_grad and id(p) not in lora]:
-        raise ValueError(f"{other[0]} is trainable but not LoRA: shard_model trains LoRA on a frozen base (add_lora freezes the rest)")
+        raise ValueError(f"{other[0]} is trainable but not LoRA: shard_model trains LoRA on a "
+                         "frozen base (add_lora freezes the rest)")
     dev_type = next(model.parameters()).device.type
-    mesh = mesh or init_device_mesh('cuda' if dev_type in ('cuda', 'meta') and torch.cuda.is_available() else 'cpu', (dist.get_world_size(),))
-    if cpu_offload and mesh.device_type != 'cuda': raise ValueError("cpu_offload keeps GPU shards in host memory; on CPU they are there already: leave it off")
+    mesh = mesh or init_device_mesh(
+        'cuda' if dev_type in ('cuda', 'meta') and torch.cuda.is_available() else 'cpu',
+        (dist.get_world_size(),))
+    if cpu_offload and mesh.device_type != 'cuda':
+        raise ValueError("cpu_offload keeps GPU shards in host memory; on CPU they are there "
+                         "already: leave it off")
     nf4_as_params(model)
-    if list(model.buffers()): raise ValueError(f"model has buffers ({next(iter(dict(model.named_buffers())))}), which FSDP2 doesn't shard: make them parameters or recompute them")
-    kw = dict(mesh=mesh, mp_policy=mp_policy or MixedPrecisionPolicy(), offload_policy=CPUOffloadPolicy() if cpu_offload else OffloadPolicy())
-    for layer in decoder_layers(model): fully_shard(layer, reshard_after_forward=reshard_after_forward, **kw)
+    if list(model.buffers()):
+        raise ValueError(f"model has buffers ({next(iter(dict(model.named_buffers())))}), which "
+                         "FSDP2 doesn't shard: make them parameters or recompute them")
+    kw = dict(mesh=mesh, mp_policy=mp_policy or MixedPrecisionPolicy(),
+              offload_policy=CPUOffloadPolicy() if cpu_offload else OffloadPolicy())
+    for layer in decoder_layers(model):
+        fully_shard(layer, reshard_after_forward=reshard_after_forward, **kw)
     fully_shard(model, **kw)
-    if hasattr(model, 'hidden'): register_fsdp_forward_method(model, 'hidden')  # the chunked loss calls hidden(), not forward()
+    # the chunked loss calls hidden(), not forward()
+    if hasattr(model, 'hidden'): register_fsdp_forward_method(model, 'hidden')
     return model
 
 # %% ../nbs/11_fsdp.ipynb #b7dff309
 def grad_reduction(mesh:DeviceMesh)->str:
-    "What FSDP2's gradient reduce-scatter does on `mesh`'s backend, measured: 'mean' (the documented behaviour) or 'sum' (pytorch #162338 reports it on gloo)."
+    "What FSDP2's grad reduce-scatter does on `mesh`, measured: 'mean' or 'sum' (pytorch #162338)."
     dev = mesh_device(mesh)
     m = nn.Linear(1, 1, bias=False, device=dev)
     nn.init.ones_(m.weight)
@@ -114,10 +139,11 @@ def grad_reduction(mesh:DeviceMesh)->str:
     ws = dist.get_world_size()
     if math.isclose(g, 1.0): return 'mean'
     if math.isclose(g, ws): return 'sum'
-    raise RuntimeError(f"FSDP2 reduced a gradient of 1 on each of {ws} ranks to {g}: neither their mean nor their sum. This torch build can't train sharded correctly")
+    raise RuntimeError(f"FSDP2 reduced a gradient of 1 on each of {ws} ranks to {g}: neither their "
+                       "mean nor their sum. This torch build can't train sharded correctly")
 
 class _SumOverRanks(torch.autograd.Function):
-    "Forward: the sum of each rank's loss, so that every rank logs the global loss. Backward: the rank's own gradient, times `scale`."
+    "Forward: the sum of all ranks' losses, for every rank to log. Backward: own grad x `scale`."
     @staticmethod
     def forward(ctx, loss, scale:float):
         ctx.scale = scale
@@ -130,12 +156,16 @@ class _SumOverRanks(torch.autograd.Function):
 def sharded_loss(loss_fn, # `loss_fn(model, x, y, reduction, doc_ids=None)`, as `train` takes it
                  reduction:str='mean', # what FSDP2 does to the gradients: `grad_reduction(mesh)`
                 ):
-    "`loss_fn` for one rank of a sharded run: the rank takes its own rows of each global micro-batch, and the gradients come out as the single process's."
+    "`loss_fn` for a rank: its own rows of each global micro-batch; the grads are one process's."
     ws, rank = dist.get_world_size(), dist.get_rank()
     scale = ws if reduction == 'mean' else 1.0  # undo FSDP2's division by the world size
     def f(model, x, y, red='sum', doc_ids=None):
-        if red != 'sum': raise ValueError(f"a sharded loss sums over the tokens of all ranks: call it with reduction='sum', not {red!r}")
-        if len(x) % ws: raise ValueError(f"a micro-batch of {len(x)} rows doesn't split over {ws} ranks: use a --bs that is a multiple of {ws}")
+        if red != 'sum':
+            raise ValueError(f"a sharded loss sums over the tokens of all ranks: call it with "
+                             f"reduction='sum', not {red!r}")
+        if len(x) % ws:
+            raise ValueError(f"a micro-batch of {len(x)} rows doesn't split over {ws} ranks: "
+                             f"use a --bs that is a multiple of {ws}")
         mine = slice(rank * (len(x) // ws), (rank + 1) * (len(x) // ws))
         kw = {} if doc_ids is None else dict(doc_ids=doc_ids[mine])
         return _SumOverRanks.apply(loss_fn(model, x[mine], y[mine], 'sum', **kw), scale)
@@ -145,15 +175,18 @@ def sharded_loss(loss_fn, # `loss_fn(model, x, y, reduction, doc_ids=None)`, as 
 def scatter_param(p:DTensor, # a parameter sharded by FSDP2
                   full:torch.Tensor|None, # on rank 0, its whole value; ignored elsewhere
                  ):
-    "Send each rank its rows of rank 0's `full` and copy them into its shard of `p`: no other rank ever holds all of it."
+    "Send each rank its rows of rank 0's `full` into its shard of `p`: no other rank holds it all."
     ws, rank, local = dist.get_world_size(), dist.get_rank(), p.to_local()
     c = -(-p.shape[0] // ws)
     buf = torch.empty((c, *p.shape[1:]), dtype=p.dtype, device=local.device)
     chunks = None
     if rank == 0:
-        if full.shape != p.shape or full.dtype != p.dtype: raise ValueError(f"expected a {p.dtype} tensor of shape {tuple(p.shape)}, got {full.dtype} {tuple(full.shape)}")
+        if full.shape != p.shape or full.dtype != p.dtype:
+            raise ValueError(f"expected a {p.dtype} tensor of shape {tuple(p.shape)}, "
+                             f"got {full.dtype} {tuple(full.shape)}")
         padded = full.to(buf.device).contiguous()
-        if c*ws != p.shape[0]: padded = torch.cat([padded, padded.new_zeros((c*ws - p.shape[0], *p.shape[1:]))])
+        if c*ws != p.shape[0]:
+            padded = torch.cat([padded, padded.new_zeros((c*ws - p.shape[0], *p.shape[1:]))])
         chunks = list(padded.chunk(ws))
     dist.scatter(buf, chunks, src=0)
     with torch.no_grad(): local.copy_(buf[:local.shape[0]])
@@ -164,8 +197,9 @@ def peak_rss_mib()->float:
     return kb / (1 << 20 if os.uname().sysname == 'Darwin' else 1 << 10)
 
 def _lora_init(m:LoRALinear, init:str, dev)->SimpleNamespace:
-    "Fresh `A` and `B` for `m`, drawn as 01's `reset_lora` draws them, in the generator's current state."
-    t = SimpleNamespace(A=torch.empty(m.A.shape, dtype=m.A.dtype, device=dev), B=torch.empty(m.B.shape, dtype=m.B.dtype, device=dev), r=m.r)
+    "Fresh `A` and `B` for `m`, drawn as 01's `reset_lora` draws them, in the generator's state."
+    t = SimpleNamespace(A=torch.empty(m.A.shape, dtype=m.A.dtype, device=dev),
+                        B=torch.empty(m.B.shape, dtype=m.B.dtype, device=dev), r=m.r)
     LoRALinear.reset_lora(t, init)
     return t
 
@@ -174,21 +208,28 @@ def load_sharded(path:str|Path, # a Hugging Face Llama checkpoint directory, or 
                  mesh:DeviceMesh, # the ranks, from `init_distributed`
                  dtype:str|torch.dtype|None=None, # the base's dtype; default: the checkpoint's
                  quantize:bool|dict=False, # NF4 while loading, as `Llama.from_pretrained` takes it
-                 lora:dict|None=None, # `add_lora`'s arguments (targets, r, alpha, dropout, rslora, init); default: its defaults
-                 seed:int=0, # the seed of the LoRA init: the same draws as a single process after set_seed(seed)
+                 lora:dict|None=None, # `add_lora`'s arguments (targets, r, alpha, ..., init)
+                 seed:int=0, # the LoRA init's seed: a single process's draws after set_seed(seed)
                  grad_ckpt:bool=False, # recompute each layer in backward
-                 mp_policy:MixedPrecisionPolicy|None=None, cpu_offload:bool=False, # as `shard_model` takes them
+                 mp_policy:MixedPrecisionPolicy|None=None, # as `shard_model` takes it
+                 cpu_offload:bool=False, # as `shard_model` takes it
                 )->Llama:
-    "Build the sharded model on the meta device on every rank; rank 0 then reads one tensor at a time (quantizing as it goes) and sends each rank its shard."
+    "The sharded model, built on meta; rank 0 reads a tensor at a time, sends each rank its shard."
     d, rank = Path(path), dist.get_rank()
-    cfg, files = gguf_checkpoint(d) if d.suffix == '.gguf' else (LlamaConfig.from_dict(json.loads((d/'config.json').read_text())), _weight_files(d))
-    dtype, dev, q = get_dtype(dtype or cfg.dtype), mesh_device(mesh), (({} if quantize is True else quantize) if quantize else None)
+    cfg, files = (gguf_checkpoint(d) if d.suffix == '.gguf' else
+                  (LlamaConfig.from_dict(json.loads((d/'config.json').read_text())),
+                   _weight_files(d)))
+    dtype, dev = get_dtype(dtype or cfg.dtype), mesh_device(mesh)
+    q = ({} if quantize is True else quantize) if quantize else None
     with torch.device('meta'): model = Llama(cfg).to(dtype)
     _check_names(model, files)
     if q is not None:
         for n in find_targets(model, q.get('targets', 'all-linear')):
-            set_module(model, n, NF4Linear(nf4_meta(model.get_submodule(n).weight.shape, dtype, q.get('blocksize', 64), q.get('double_quant', True))))
-    lora = dict(lora or {}); init = lora.pop('init', 'kaiming')
+            set_module(model, n, NF4Linear(nf4_meta(
+                model.get_submodule(n).weight.shape, dtype, q.get('blocksize', 64),
+                q.get('double_quant', True))))
+    lora = dict(lora or {})
+    init = lora.pop('init', 'kaiming')
     add_lora(model, **lora, init=init)
     model.grad_ckpt = grad_ckpt
     shard_model(model, mesh, mp_policy, cpu_offload)
@@ -201,23 +242,27 @@ def load_sharded(path:str|Path, # a Hugging Face Llama checkpoint directory, or 
         full = None
         if rank == 0:
             key = name.rpartition('.')[2]
-            if isinstance(m, LoRALinear):  # A comes before B: draw both at A, in the order add_lora draws them
+            # A comes before B: draw both at A, in the order add_lora draws them
+            if isinstance(m, LoRALinear):
                 if key == 'A': cache[mname] = _lora_init(m, init, dev)
                 full = getattr(cache[mname] if key == 'A' else cache.pop(mname), key)
             elif isinstance(m, NF4Linear):
                 if mname not in cache:
-                    w = _read(files, mname.removesuffix('.base') + '.weight', SimpleNamespace(shape=m.meta[0]), dev, dtype)
-                    cache[mname] = NF4Linear(quantize_nf4(w, q.get('blocksize', 64), q.get('double_quant', True)))
+                    w = _read(files, mname.removesuffix('.base') + '.weight',
+                              SimpleNamespace(shape=m.meta[0]), dev, dtype)
+                    cache[mname] = NF4Linear(quantize_nf4(w, q.get('blocksize', 64),
+                                                          q.get('double_quant', True)))
                 full = getattr(cache[mname], key)
                 full = full.reshape(1) if full.ndim == 0 else full
-                if key == 'offset' or (key == 'absmax' and cache[mname].nested_absmax is None): cache.pop(mname)
+                if key == 'offset' or (key == 'absmax' and cache[mname].nested_absmax is None):
+                    cache.pop(mname)
             else: full = _read(files, name.replace('.base.', '.'), p, dev, dtype)
         scatter_param(p, full)
     return model.train(False)
 
 # %% ../nbs/11_fsdp.ipynb #8aab7a0a
 def _swap_dir(tmp:Path, path:Path):
-    "Put directory `tmp` at `path`; the old one moves to `.NAME.old` first, and is removed only once the new one is in place."
+    "Put directory `tmp` at `path`; the old one goes to `.NAME.old` until the new one is in place."
     old = path.with_name(f'.{path.name}.old')
     if old.exists() and path.exists(): shutil.rmtree(old)
     if path.exists(): os.replace(path, old)
@@ -225,14 +270,16 @@ def _swap_dir(tmp:Path, path:Path):
     if old.exists(): shutil.rmtree(old)
 
 class ShardedCheckpoint:
-    "The training state of a sharded run: `checkpoint/` in the run directory, written by every rank with torch.distributed.checkpoint and swapped in whole."
+    "A sharded run's state: `checkpoint/`, written by all ranks with DCP and swapped in whole."
     name = 'checkpoint'
     def _dir(self, out:Path)->Path:
         d, old = Path(out)/self.name, Path(out)/f'.{self.name}.old'
-        return d if d.exists() or not old.exists() else old  # killed between the two renames of a save: the previous one is intact
+        # killed between the two renames of a save: the previous one is intact
+        return d if d.exists() or not old.exists() else old
 
     def _state(self, model, opt)->dict:
-        return {'lora': {n: p for n, p in model.named_parameters() if p.requires_grad}, 'optimizer': get_optimizer_state_dict(model, opt)}
+        return {'lora': {n: p for n, p in model.named_parameters() if p.requires_grad},
+                'optimizer': get_optimizer_state_dict(model, opt)}
 
     def save(self, out:Path, model, opt, loader, step:int, history:list, config:dict, data:str):
         rank, tmp = dist.get_rank(), Path(out)/f'.{self.name}.step{step}.tmp'
@@ -240,19 +287,48 @@ class ShardedCheckpoint:
         dist.barrier()
         dcp.save(self._state(model, opt), checkpoint_id=tmp)
         torch.save({'rng': rng_state()}, tmp/f'rng{rank}.pt')
-        if rank == 0: torch.save(dict(step=step, loader=loader.state_dict(), history=history, config=config, data=data, world_size=dist.get_world_size()), tmp/'run.pt')
+        if rank == 0:
+            torch.save(dict(step=step, loader=loader.state_dict(), history=history, config=config,
+                            data=data, world_size=dist.get_world_size()), tmp/'run.pt')
         dist.barrier()
         if rank == 0: _swap_dir(tmp, Path(out)/self.name)
         dist.barrier()
+
+    def _check_files(self, d:Path):
+        "Refuse a checkpoint without a file its .metadata lists, or with one cut short."
+        if not (d/'.metadata').is_file():
+            raise FileNotFoundError(f"{d} has no .metadata: it is not a whole sharded checkpoint; "
+                                    "delete it, or start without --resume")
+        try: meta = dcp.FileSystemReader(d).read_metadata()
+        except Exception as e:
+            raise ValueError(f"{d/'.metadata'} is not readable ({type(e).__name__}): delete the "
+                             "checkpoint, or start without --resume") from None
+        need = {}  # each file's size, at least: the end of the last piece in it
+        for s in meta.storage_data.values():
+            need[s.relative_path] = max(need.get(s.relative_path, 0), s.offset + s.length)
+        for f, n in sorted(need.items()):
+            if not (d/f).is_file():
+                raise FileNotFoundError(f"{d} is missing {f}, one of the {len(need)} files its "
+                                        ".metadata lists: copy the checkpoint whole, or start "
+                                        "without --resume")
+            if (size := (d/f).stat().st_size) < n:
+                raise ValueError(f"{d/f} is cut short ({size:,} of at least {n:,} bytes): copy the "
+                                 "checkpoint whole, or start without --resume")
 
     def check(self, out:Path, config:dict, data:str)->dict:
         "The run's record in the checkpoint, once it is known to be this run's."
         d = self._dir(out)
         if not d.is_dir():
-            if (Path(out)/'checkpoint.pt').exists(): raise ValueError(f"{out} holds a single-process checkpoint (checkpoint.pt): resume it without --fsdp")
-            raise FileNotFoundError(f"no checkpoint in {out}: there is nothing to resume; run once without --resume first")
+            if (Path(out)/'checkpoint.pt').exists():
+                raise ValueError(f"{out} holds a single-process checkpoint (checkpoint.pt): "
+                                 "resume it without --fsdp")
+            raise FileNotFoundError(f"no checkpoint in {out}: there is nothing to resume; "
+                                    "run once without --resume first")
         try: run = torch.load(d/'run.pt', weights_only=True)
-        except Exception as e: raise ValueError(f"{d} is not a readable sharded checkpoint ({type(e).__name__}): delete it, or start without --resume") from None
+        except Exception as e:
+            raise ValueError(f"{d} is not a readable sharded checkpoint ({type(e).__name__}): "
+                             "delete it, or start without --resume") from None
+        self._check_files(d)  # on every rank, before any loads: a missing shard fails them all
         _check_same_run(d, run, config, data)
         return run
 
@@ -263,11 +339,12 @@ class ShardedCheckpoint:
         set_optimizer_state_dict(model, opt, state['optimizer'])
         loader.load_state_dict(run['loader'])
         rng = d/f'rng{dist.get_rank()}.pt'
-        if rng.exists(): set_rng_state(torch.load(rng, weights_only=True)['rng'])  # a rank added since has no state: it keeps train's seed
+        # a rank added since has no state: it keeps train's seed
+        if rng.exists(): set_rng_state(torch.load(rng, weights_only=True)['rng'])
         return run['step'], run['history']
 
 class Sharded:
-    "How `train` runs on every rank of a torchrun job: rank 0 writes the files, the checkpoint is sharded, and a stop on any rank stops all."
+    "How `train` runs on each rank of a torchrun job: rank 0 writes, a stop on any rank stops all."
     def __init__(self, mesh:DeviceMesh):
         self.mesh, self.rank, self.world = mesh, dist.get_rank(), dist.get_world_size()
         self.main, self.checkpoint = self.rank == 0, ShardedCheckpoint()
@@ -279,12 +356,14 @@ class Sharded:
 
 # %% ../nbs/11_fsdp.ipynb #ca4fc984
 def gather_lora(model:nn.Module)->dict[str, torch.Tensor]|None:
-    "The whole LoRA weights of a sharded model, on CPU, keyed as `lora_state_dict`: on rank 0; None elsewhere. Every rank must call it."
-    full = {k: (v.full_tensor() if isinstance(v, DTensor) else v).cpu() for k, v in lora_state_dict(model).items()}
+    "A sharded model's whole LoRA weights, on CPU, on rank 0 (None elsewhere); every rank calls it."
+    full = {k: (v.full_tensor() if isinstance(v, DTensor) else v).cpu()
+            for k, v in lora_state_dict(model).items()}
     return full if dist.get_rank() == 0 else None
 
-def save_adapter_sharded(model:nn.Module, path:str|Path, base_model_name_or_path:str|None=None, overwrite:bool=False)->Path:
-    "`save_adapter` for a sharded model: the LoRA weights are gathered to rank 0, which writes the adapter in PEFT's format. Every rank must call it."
+def save_adapter_sharded(model:nn.Module, path:str|Path, base_model_name_or_path:str|None=None,
+                         overwrite:bool=False)->Path:
+    "`save_adapter` for a sharded model: rank 0 gathers the LoRA weights and writes them."
     w = gather_lora(model)
     err = None
     if w is not None:
@@ -295,9 +374,11 @@ def save_adapter_sharded(model:nn.Module, path:str|Path, base_model_name_or_path
     return Path(path)
 
 def rank_bytes(model:nn.Module, opt=None)->dict:
-    "Bytes this rank holds: its shards of the frozen base, of the LoRA weights, and of the optimizer's state."
+    "Bytes this rank holds: its shards of the frozen base, of the LoRA weights, of optimizer state."
     loc = lambda t: t.to_local() if isinstance(t, DTensor) else t
     nb = lambda ts: sum(loc(t).numel()*loc(t).element_size() for t in ts)
     ps = list(model.parameters())
-    st = [t for s in (opt.state.values() if opt else []) for t in s.values() if isinstance(t, torch.Tensor) and t.ndim]
-    return dict(base=nb(p for p in ps if not p.requires_grad), lora=nb(p for p in ps if p.requires_grad), optimizer=nb(st))
+    st = [t for s in (opt.state.values() if opt else []) for t in s.values()
+          if isinstance(t, torch.Tensor) and t.ndim]
+    return dict(base=nb(p for p in ps if not p.requires_grad),
+                lora=nb(p for p in ps if p.requires_grad), optimizer=nb(st))

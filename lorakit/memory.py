@@ -5,7 +5,7 @@
 # %% ../nbs/10_memory.ipynb #9beab077
 from __future__ import annotations
 import contextlib, json, math, weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, asdict
 from pathlib import Path
 import torch, torch.nn as nn, torch.nn.functional as F
 from fastcore.basics import patch
@@ -13,48 +13,53 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 from .core import *
-from .model import Llama, LlamaConfig
+from .model import Llama, LlamaConfig, GGUFFile, gguf_config
 from .inject import find_targets
 from .train import Callback, LoopState, lm_loss
 
 # %% auto #0
-__all__ = ['CATEGORIES', 'MemoryTimeline', 'measure_steps', 'cuda_memory_history', 'auto_chunk', 'read_llama_config',
-           'MemoryEstimate', 'layer_activations', 'estimate_memory', 'LinearCrossEntropy', 'linear_cross_entropy',
+__all__ = ['CATEGORIES', 'MemoryTimeline', 'measure_steps', 'cuda_memory_history', 'auto_chunk', 'MemoryEstimate',
+           'read_llama_config', 'layer_activations', 'estimate_memory', 'LinearCrossEntropy', 'linear_cross_entropy',
            'chunked_lm_loss', 'pick_loss', 'usable', 'plan_fit']
 
 # %% ../nbs/10_memory.ipynb #a24f22b3
 CATEGORIES = ('weights', 'lora', 'grads', 'optimizer', 'activations', 'temporaries')
 
 class MemoryTimeline(TorchDispatchMode, Callback):
-    "The bytes of every tensor storage from birth to death, op by op, sorted into `CATEGORIES`; a context manager and a `train` callback."
-    def __init__(self, model:nn.Module, # its parameters and buffers count as 'weights' (frozen) or 'lora' (trainable)
-                 opt=None, # the optimizer, whose state counts as 'optimizer'; `train` passes its own
+    "Every storage's bytes from birth to death, op by op, in `CATEGORIES`; also a `train` callback."
+    def __init__(self, model:nn.Module, # parameters, buffers: 'weights' if frozen, else 'lora'
+                 opt=None, # the optimizer, whose state is 'optimizer'; `train` passes its own
                 ):
         super().__init__()
         self.model, self.opt = model, opt
-        self.ids, self.size, self.cat, self.events, self.marks = WeakIdKeyDictionary(), [], {}, [], []
+        self.ids, self.size, self.cat = WeakIdKeyDictionary(), [], {}
+        self.events, self.marks = [], []
         self.live, self.peak, self.peak_at, self.phase, self._fwd = 0, 0, 0, 'forward', set()
 
     def _add(self, st, cat=None):
         if st in self.ids or st.device.type == 'meta': return
         i, b = len(self.size), st.nbytes()
-        self.ids[st] = i; self.size.append(b)
+        self.ids[st] = i
+        self.size.append(b)
         if cat: self.cat[i] = cat
         elif self.phase == 'forward': self._fwd.add(i)
         self._event(i, b)
         weakref.finalize(st, self._freed, i)  # runs when the storage is freed
 
-    def _freed(self, i): self._event(i, -self.size[i])  # its size when it dies (a subclass may track resizes)
+    # its size when it dies (a subclass may track resizes)
+    def _freed(self, i): self._event(i, -self.size[i])
 
     def _event(self, i, b):
-        self.events.append((i, b)); self.live += b
+        self.events.append((i, b))
+        self.live += b
         if b < 0: self._fwd.discard(i)
         if self.live > self.peak: self.peak, self.peak_at = self.live, len(self.events)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         bw = torch._C._current_autograd_node() is not None
-        if bw and self.phase == 'forward':  # backward's first op: what forward left alive, backward needs
+        # backward's first op: what forward left alive, backward needs
+        if bw and self.phase == 'forward':
             for i in self._fwd: self.cat.setdefault(i, 'activations')
             self._fwd, self.phase = set(), 'backward'
         elif not bw and self.phase == 'backward': self.phase = 'forward'  # the next micro-batch
@@ -65,30 +70,41 @@ class MemoryTimeline(TorchDispatchMode, Callback):
     def classify(self, opt=None):
         "Name what is known now: the gradients in `.grad`, and the optimizer's state."
         for p in self.model.parameters():
-            if p.grad is not None: self._add(p.grad.untyped_storage()); self.cat[self.ids[p.grad.untyped_storage()]] = 'grads'
+            if p.grad is not None:
+                self._add(p.grad.untyped_storage())
+                self.cat[self.ids[p.grad.untyped_storage()]] = 'grads'
         for st in (opt or self.opt).state.values() if (opt or self.opt) else ():
             for t in st.values():
-                if isinstance(t, torch.Tensor) and t.untyped_storage() in self.ids: self.cat[self.ids[t.untyped_storage()]] = 'optimizer'
+                if isinstance(t, torch.Tensor) and t.untyped_storage() in self.ids:
+                    self.cat[self.ids[t.untyped_storage()]] = 'optimizer'
 
     def mark(self, label:str):
         "A labelled line at this point of the timeline."
         self.marks.append((len(self.events), label))
 
     def __enter__(self):
-        for p in self.model.parameters(): self._add(p.untyped_storage(), 'lora' if p.requires_grad else 'weights')
+        for p in self.model.parameters():
+            self._add(p.untyped_storage(), 'lora' if p.requires_grad else 'weights')
         for b in self.model.buffers(): self._add(b.untyped_storage(), 'weights')
         self.classify()
         return super().__enter__()
 
-    def before_step(self, s:LoopState): self.phase = 'forward'; self.mark(f"step {s.step}")
-    def after_backward(self, s:LoopState): self.classify(s.opt); self.phase = 'optimizer'; self.mark('optimizer')
+    def before_step(self, s:LoopState):
+        self.phase = 'forward'
+        self.mark(f"step {s.step}")
+    def after_backward(self, s:LoopState):
+        self.classify(s.opt)
+        self.phase = 'optimizer'
+        self.mark('optimizer')
     def after_step(self, s:LoopState): self.classify(s.opt)
 
 # %% ../nbs/10_memory.ipynb #a777139b
 def _series(tl:MemoryTimeline)->torch.Tensor:
-    c = torch.tensor([CATEGORIES.index(tl.cat.get(i, 'temporaries')) for i in range(len(tl.size))], dtype=torch.long)
+    c = torch.tensor([CATEGORIES.index(tl.cat.get(i, 'temporaries')) for i in range(len(tl.size))],
+                     dtype=torch.long)
     if not tl.events: return torch.zeros(0, len(CATEGORIES), dtype=torch.float64)
-    idx, b = torch.tensor([i for i, _ in tl.events]), torch.tensor([b for _, b in tl.events], dtype=torch.float64)
+    idx = torch.tensor([i for i, _ in tl.events])
+    b = torch.tensor([b for _, b in tl.events], dtype=torch.float64)
     steps = torch.zeros(len(tl.events), len(CATEGORIES), dtype=torch.float64)
     steps[torch.arange(len(tl.events)), c[idx]] = b
     return steps.cumsum(0)
@@ -102,18 +118,22 @@ def series(self:MemoryTimeline)->torch.Tensor:
 def at_peak(self:MemoryTimeline)->dict:
     "Bytes of each category at the moment of the peak."
     s = self.series()
-    return dict(zip(CATEGORIES, s[self.peak_at - 1].tolist())) if len(s) else dict.fromkeys(CATEGORIES, 0.)
+    if not len(s): return dict.fromkeys(CATEGORIES, 0.)
+    return dict(zip(CATEGORIES, s[self.peak_at - 1].tolist()))
 
 @patch
 def plot(self:MemoryTimeline, path:str|Path|None=None, title:str=''):
-    "A stacked area of live memory by category over the ops, with the steps and phases marked; saved to `path` if given."
+    "Live memory by category over the ops, stacked, steps marked; saved to `path` if given."
     import matplotlib.pyplot as plt
     s = self.series() / 2**20
     fig, ax = plt.subplots(figsize=(10, 4))
-    ax.stackplot(range(len(s)), *s.T.numpy(), labels=CATEGORIES, colors=plt.cm.tab10.colors[:len(CATEGORIES)])
+    ax.stackplot(range(len(s)), *s.T.numpy(), labels=CATEGORIES,
+                 colors=plt.cm.tab10.colors[:len(CATEGORIES)])
     for at, label in self.marks:
-        ax.axvline(at, color='k', lw=0.6, ls='--'); ax.text(at, ax.get_ylim()[1] * 0.97, f" {label}", fontsize=8, va='top')
-    ax.set(xlabel='allocation or free, in order', ylabel='MiB live', title=title or f"peak {self.peak / 2**20:.1f} MiB")
+        ax.axvline(at, color='k', lw=0.6, ls='--')
+        ax.text(at, ax.get_ylim()[1] * 0.97, f" {label}", fontsize=8, va='top')
+    ax.set(xlabel='allocation or free, in order', ylabel='MiB live',
+           title=title or f"peak {self.peak / 2**20:.1f} MiB")
     ax.legend(loc='upper left', fontsize=8, ncol=3)
     fig.tight_layout()
     if path:
@@ -121,32 +141,38 @@ def plot(self:MemoryTimeline, path:str|Path|None=None, title:str=''):
     return fig
 
 # %% ../nbs/10_memory.ipynb #c2bc1a18
-def measure_steps(model:nn.Module, # with LoRA added; its trainable parameters are stepped with AdamW
+def measure_steps(model:nn.Module, # with LoRA; its trainable parameters are stepped with AdamW
                   x:torch.Tensor, y:torch.Tensor, # one micro-batch: inputs and labels
-                  steps:int=2, # training steps to record; the second is the first with optimizer state
+                  steps:int=2, # steps to record; the second is the first with optimizer state
                   loss_fn=lm_loss, # `lm_loss` or `chunked_lm_loss`
                   opt=None, # default: AdamW on the trainable parameters
                  )->MemoryTimeline:
-    "Run `steps` training steps on one batch inside a `MemoryTimeline`, marking each step's phases; return the timeline."
+    "Run `steps` training steps on one batch in a `MemoryTimeline`, marking each step's phases."
     opt = opt or torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     dev = next(model.parameters()).device
     x, y = x.to(dev), y.to(dev)
     with MemoryTimeline(model, opt) as tl:
         for i in range(steps):
-            tl.phase = 'forward'; tl.mark(f"step {i+1}")
+            tl.phase = 'forward'
+            tl.mark(f"step {i+1}")
             loss_fn(model, x, y).backward()
-            tl.classify(); tl.phase = 'optimizer'; tl.mark('optimizer')
-            opt.step(); tl.classify(); opt.zero_grad(set_to_none=True)
+            tl.classify()
+            tl.phase = 'optimizer'
+            tl.mark('optimizer')
+            opt.step()
+            tl.classify()
+            opt.zero_grad(set_to_none=True)
     return tl
 
 # %% ../nbs/10_memory.ipynb #f4b8d73e
 @contextlib.contextmanager
-def cuda_memory_history(path:str|Path, # where the snapshot goes: a pickle that https://pytorch.org/memory_viz opens
+def cuda_memory_history(path:str|Path, # the snapshot: a pickle for pytorch.org/memory_viz
                         max_entries:int=100_000, # allocator events kept (the newest)
                        ):
-    "Record the CUDA caching allocator's history, with Python stacks, in the block; dump it to `path` at the end."
+    "Record the CUDA caching allocator's history, with Python stacks; dump it to `path` at the end."
     if not torch.cuda.is_available():
-        raise RuntimeError("the allocator history exists only on CUDA, and this machine has no CUDA device: measure with MemoryTimeline, which works on any device")
+        raise RuntimeError("the allocator history exists only on CUDA, and this machine has no "
+                           "CUDA device: measure with MemoryTimeline, which works on any device")
     torch.cuda.memory._record_memory_history(max_entries=max_entries, stacks='python')
     try: yield
     finally:
@@ -156,28 +182,21 @@ def cuda_memory_history(path:str|Path, # where the snapshot goes: a pickle that 
 
 # %% ../nbs/10_memory.ipynb #86f2675e
 _DT = {'float32': 4, 'fp32': 4, 'bfloat16': 2, 'bf16': 2, 'float16': 2, 'fp16': 2}
-_QUANT_BYTES = {True: 0.5 + 1/64 + 4/(64*256), False: 0.5 + 4/64}  # packed nibbles + absmax per 64 (+ nested absmax per 256 blocks)
+# packed nibbles + absmax per 64 (+ nested absmax per 256 blocks)
+_QUANT_BYTES = {True: 0.5 + 1/64 + 4/(64*256), False: 0.5 + 4/64}
 _OPT_STATES = {'adamw': 2, 'adam': 2, 'sgd': 0, 'sgd-momentum': 1}
 
-_MIN_CHUNK = 256  # rows: fewer, and the head's matmul runs at a fraction of the machine's speed (see the chunked loss below)
+# rows: with fewer, the head's matmul runs at a fraction of the machine's speed
+_MIN_CHUNK = 256
 
 def auto_chunk(n:int, vocab:int, hidden:int)->int:
-    "Rows per chunk so that a chunk's logits are about as large as all `n` hidden states: a power of two, at least 256."
-    return max(_MIN_CHUNK, 2 ** math.ceil(math.log2(max(1, math.ceil(n / max(1, math.ceil(vocab / hidden)))))))
+    "Rows a chunk so its logits are about as large as all `n` hidden states: a power of 2, >= 256."
+    return max(_MIN_CHUNK,
+               2 ** math.ceil(math.log2(max(1, math.ceil(n / max(1, math.ceil(vocab / hidden)))))))
 
 def _bytes_of(name:str, what:str)->int:
     if name not in _DT: raise ValueError(f"{what} must be one of {sorted(_DT)}, got {name!r}")
     return _DT[name]
-
-def read_llama_config(config)->LlamaConfig:
-    "A `LlamaConfig` from a `config.json` path, a directory holding one, a dict, or a `LlamaConfig`."
-    if isinstance(config, LlamaConfig): return config
-    if isinstance(config, dict): return LlamaConfig.from_dict({'model_type': 'llama', **config})  # a dict written by hand may leave it out
-    p = Path(config)
-    if p.is_dir(): p = p/'config.json'
-    if not p.is_file(): raise FileNotFoundError(f"{p} does not exist: pass a checkpoint directory or its config.json")
-    try: return LlamaConfig.from_dict(json.loads(p.read_text()))
-    except (json.JSONDecodeError, KeyError, TypeError) as e: raise ValueError(f"{p} is not a Llama config.json ({e})") from None
 
 @dataclass
 class MemoryEstimate:
@@ -186,53 +205,108 @@ class MemoryEstimate:
     peak:int # bytes: what is always there, plus the activations, plus the largest transient
     settings:dict
     def table(self)->str:
-        lines = ['| component | MiB | how |', '|---|---:|---|'] + [f"| {c} | {b / 2**20:,.1f} | {h} |" for c, b, h in self.rows]
+        lines = ['| component | MiB | how |', '|---|---:|---|']
+        lines += [f"| {c} | {b / 2**20:,.1f} | {h} |" for c, b, h in self.rows]
         return '\n'.join(lines + [f"| **peak** | **{self.peak / 2**20:,.1f}** | |"])
-    def __getitem__(self, component:str)->int: return next(b for c, b, _ in self.rows if c == component)
+    def __getitem__(self, component:str)->int:
+        return next(b for c, b, _ in self.rows if c == component)
     def fits(self, device_bytes:float)->bool: return self.peak <= device_bytes
     __repr__ = table
     def _repr_markdown_(self): return self.table()
 
+# %% ../nbs/10_memory.ipynb #1a64852b
+_SIZES = ('hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads',
+          'vocab_size')
+
+def _sized(d:dict, src:str)->dict:
+    "`d` once it gives every size as an int >= 1; the KV heads default to the heads, as in HF."
+    if missing := [k for k in _SIZES if d.get(k) is None]:
+        raise ValueError(f"{src} gives no {', '.join(missing)}: estimate_memory needs every size "
+                         f"of the model ({', '.join(_SIZES)})")
+    if d.get('num_key_value_heads') is None:
+        d = {**d, 'num_key_value_heads': d['num_attention_heads']}
+    for k in _SIZES + ('num_key_value_heads', 'head_dim'):
+        if k == 'head_dim' and d.get(k) is None: continue  # it defaults to hidden_size // heads
+        check_arg(f"{src}: {k}", d[k], type(d[k]) is int and d[k] >= 1, 'an int >= 1')
+    return d
+
+def read_llama_config(config)->LlamaConfig:
+    "A `LlamaConfig` from a config.json, a directory holding one, a .gguf file, a dict or a config."
+    if isinstance(config, LlamaConfig):
+        _sized(asdict(config), 'the LlamaConfig')
+        return config
+    # a dict written by hand may leave model_type out
+    if isinstance(config, dict):
+        return LlamaConfig.from_dict({'model_type': 'llama', **_sized(config, 'the config')})
+    p = Path(config)
+    if p.suffix == '.gguf':
+        cfg = gguf_config(GGUFFile(p))
+        _sized(asdict(cfg), str(p))
+        return cfg
+    if p.is_dir(): p = p/'config.json'
+    if not p.is_file():
+        raise FileNotFoundError(f"{p} does not exist: pass a checkpoint directory, its "
+                                "config.json, or a .gguf file")
+    try: d = json.loads(p.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{p} is not a Llama config.json ({e})") from None
+    if not isinstance(d, dict): raise ValueError(f"{p} is not a Llama config.json (not an object)")
+    try: return LlamaConfig.from_dict(_sized(d, str(p)))
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"{p} is not a Llama config.json ({e})") from None
+
 # %% ../nbs/10_memory.ipynb #dd8ef7a8
-_IN = lambda c: dict(q_proj=c.hidden_size, k_proj=c.hidden_size, v_proj=c.hidden_size, o_proj=c.num_attention_heads*c.head_dim,
-                     gate_proj=c.hidden_size, up_proj=c.hidden_size, down_proj=c.intermediate_size)
-_GROUPS = (('q_proj', 'k_proj', 'v_proj'), ('gate_proj', 'up_proj'), ('down_proj',))  # linears that read the same input
+_IN = lambda c: dict(q_proj=c.hidden_size, k_proj=c.hidden_size, v_proj=c.hidden_size,
+                     o_proj=c.num_attention_heads*c.head_dim, gate_proj=c.hidden_size,
+                     up_proj=c.hidden_size, down_proj=c.intermediate_size)
+# linears that read the same input
+_GROUPS = (('q_proj', 'k_proj', 'v_proj'), ('gate_proj', 'up_proj'), ('down_proj',))
 
 def layer_activations(cfg:LlamaConfig, # the model
-                      lora:set, # short names of the layer's linears that carry LoRA, e.g. {'q_proj', 'v_proj'}
+                      lora:set, # short names of its LoRA'd linears, e.g. {'q_proj', 'v_proj'}
                       rank:int=8, # LoRA rank
                       a:int=4, # bytes per activation (the compute dtype)
                       la:int=4, # bytes per LoRA weight
                       dropout:float=0.05, # LoRA dropout
-                      bs:int=1, # rows of the batch (the RoPE tables are per position, not per token)
+                      bs:int=1, # rows of the batch (the RoPE tables are per position)
                      )->dict:
-    "Bytes one decoder layer saves for backward, per token, by what saves them: lorakit's Llama with LoRA on a frozen base."
-    h, q, i, H, D = cfg.hidden_size, cfg.num_attention_heads*cfg.head_dim, cfg.intermediate_size, cfg.num_attention_heads, cfg.head_dim
+    "Bytes a decoder layer saves for backward, a token, by what saves them: LoRA on a frozen base."
+    h, q, i = cfg.hidden_size, cfg.num_attention_heads*cfg.head_dim, cfg.intermediate_size
+    H, D = cfg.num_attention_heads, cfg.head_dim
     kv = cfg.num_key_value_heads * D
-    ins, out = _IN(cfg), dict(residual=2*h*4 + 2*4)  # each RMSNorm keeps its float32 input and 1/rms
-    out['attention'] = (2*q + 2*kv)*a + H*4  # SDPA keeps q, k and v (at the KV heads), its output, and a log-sum-exp per head
+    # each RMSNorm keeps its float32 input and 1/rms
+    ins, out = _IN(cfg), dict(residual=2*h*4 + 2*4)
+    # SDPA keeps q, k and v (at the KV heads), its output, and a log-sum-exp per head
+    out['attention'] = (2*q + 2*kv)*a + H*4
     out['rope'] = 4*D*a / bs  # the cos and sin tables of q and k, per position
     out['swiglu'] = 3*i*a  # gate, silu(gate) and up, for the product's backward
     kept = 0
     for g in _GROUPS:  # the frozen base needs no inputs; LoRA's A does
         hit = [t for t in g if t in lora]
         if not hit: continue
-        if la != a: kept += sum(ins[t] for t in hit) * la  # each A casts its input to its own dtype, and keeps that copy
+        # each A casts its input to its own dtype, and keeps that copy
+        if la != a: kept += sum(ins[t] for t in hit) * la
         elif dropout == 0: kept += ins[g[0]] * a  # the group's input, once
-    if 'o_proj' in lora and la != a: kept += ins['o_proj'] * la  # o_proj's input is the attention output: kept anyway, unless cast
-    if dropout: kept += sum(ins[t] for t in lora) * a * (1 if la != a else 2)  # dropout's mask, and its output where A keeps that
+    # o_proj's input is the attention output: kept anyway, unless cast
+    if 'o_proj' in lora and la != a: kept += ins['o_proj'] * la
+    # dropout's mask, and its output where A keeps that
+    if dropout: kept += sum(ins[t] for t in lora) * a * (1 if la != a else 2)
     out['lora inputs'], out['lora A outputs'] = kept, len(lora) * rank * la
     return out
 
 # %% ../nbs/10_memory.ipynb #7973c9cd
 def _lora_layout(cfg:LlamaConfig, targets)->tuple[list, set, dict]:
-    "The LoRA'd linears' names, their short names within a layer, and every linear's weight shape: from a model on the meta device, which holds no memory."
+    "LoRA'd linears' names, their short names in a layer, and every linear's shape (on meta)."
     with torch.device('meta'): m = Llama(cfg)
     names = find_targets(m, targets)
     short = {n.rsplit('.', 1)[-1] for n in names if '.layers.' in n}
-    per_layer = [{n.rsplit('.', 1)[-1] for n in names if f'.layers.{l}.' in n} for l in range(cfg.num_hidden_layers)]
-    if any(p != per_layer[0] for p in per_layer): raise ValueError("targets differ between layers: estimate_memory assumes every layer has the same LoRA'd linears")
-    shapes = {n: tuple(mod.weight.shape) for n, mod in m.named_modules() if isinstance(mod, nn.Linear)}
+    per_layer = [{n.rsplit('.', 1)[-1] for n in names if f'.layers.{l}.' in n}
+                 for l in range(cfg.num_hidden_layers)]
+    if any(p != per_layer[0] for p in per_layer):
+        raise ValueError("targets differ between layers: estimate_memory assumes every layer has "
+                         "the same LoRA'd linears")
+    shapes = {n: tuple(mod.weight.shape) for n, mod in m.named_modules()
+              if isinstance(mod, nn.Linear)}
     return names, short, shapes
 
 def estimate_memory(config, # a config.json path, a checkpoint directory, a dict or a `LlamaConfig`
@@ -242,26 +316,29 @@ def estimate_memory(config, # a config.json path, a checkpoint directory, a dict
                     bs:int=1, # rows per micro-batch (per device)
                     seq_len:int=512, # tokens per row
                     grad_ckpt:bool=False, # recompute each layer's activations in backward
-                    dtype:str='bf16', # the base weights and activations: 'bf16' on a GPU, 'float32' on a CPU
-                    lora_dtype:str='float32', # the LoRA weights, their gradients and optimizer state
-                    optimizer:str='adamw', # 'adamw' (two states per weight), 'sgd-momentum' (one) or 'sgd' (none)
+                    dtype:str='bf16', # base weights and activations: 'bf16' (GPU), 'float32' (CPU)
+                    lora_dtype:str='float32', # the LoRA weights, their gradients, optimizer state
+                    optimizer:str='adamw', # 'adamw' (2 states a weight), 'sgd-momentum' (1), 'sgd'
                     dropout:float=0.05, # LoRA dropout (its mask and output are kept for backward)
-                    loss:str='chunked', # 'chunked' (`linear_cross_entropy`) or 'plain' (the full logits)
-                    chunk:int|None=None, # tokens per chunk of the chunked loss; default: `auto_chunk`
-                    grad_accum:int=1, # micro-batches per step: above 1, the gradients live through the next forward
-                    world_size:int=1, # FSDP ranks sharing the weights, gradients and optimizer state
-                    cpu_offload:bool=False, # FSDP keeps the shards (weights, gradients, optimizer) in host memory
-                    double_quant:bool=True, # NF4's absmax quantized again (4.127 bits a weight instead of 4.5)
+                    loss:str='chunked', # 'chunked' (`linear_cross_entropy`) or 'plain' (all logits)
+                    chunk:int|None=None, # tokens a chunk of the chunked loss; default `auto_chunk`
+                    grad_accum:int=1, # micro-batches a step: above 1, grads live through forward
+                    world_size:int=1, # FSDP ranks sharing weights, gradients and optimizer state
+                    cpu_offload:bool=False, # FSDP keeps the shards in host memory
+                    double_quant:bool=True, # NF4's absmax quantized again (4.127 bits, not 4.5)
                    )->MemoryEstimate:
-    "Predict the peak memory of one training step on one device, by component, from the model's config alone."
+    "Predict the peak memory of one training step on one device, by component, from the config."
     cfg = read_llama_config(config)
     a, la = _bytes_of(dtype, 'dtype'), _bytes_of(lora_dtype, 'lora_dtype')
     check_arg('quant', quant, quant in ('nf4', 'none'), "'nf4' or 'none'")
     check_arg('optimizer', optimizer, optimizer in _OPT_STATES, f"one of {list(_OPT_STATES)}")
     check_arg('loss', loss, loss in ('chunked', 'plain'), "'chunked' or 'plain'")
-    for n, v in dict(r=r, bs=bs, seq_len=seq_len, chunk=chunk or 1, grad_accum=grad_accum, world_size=world_size).items(): check_arg(n, v, type(v) is int and v >= 1, 'an int >= 1')
+    for n, v in dict(r=r, bs=bs, seq_len=seq_len, chunk=chunk or 1, grad_accum=grad_accum,
+                     world_size=world_size).items():
+        check_arg(n, v, type(v) is int and v >= 1, 'an int >= 1')
     names, short, shapes = _lora_layout(cfg, targets)
-    L, h, V, T, ws = cfg.num_hidden_layers, cfg.hidden_size, cfg.vocab_size, bs * seq_len, world_size
+    L, h, V = cfg.num_hidden_layers, cfg.hidden_size, cfg.vocab_size
+    T, ws = bs * seq_len, world_size
     head = [] if cfg.tie_word_embeddings else ['lm_head']
     dec = [n for n in shapes if '.layers.' in n]
     n_lin = sum(shapes[n][0] * shapes[n][1] for n in dec)
@@ -271,42 +348,68 @@ def estimate_memory(config, # a config.json path, a checkpoint directory, a dict
     host = ' (in host memory)' if cpu_offload else ''
     on_dev = 0 if cpu_offload else 1
     rows = []
-    if quant == 'nf4': rows.append(('4-bit weights', on_dev * q_b / ws, f"{n_lin/1e6:,.1f}M weights x {8*_QUANT_BYTES[double_quant]:.3f} bits{host}" + (f", / {ws} ranks" if ws > 1 else '')))
-    rows.append((f'{dtype} weights', on_dev * n_16 * a / ws, ("embeddings, norms" + (", head" if head else '') + ('' if quant == 'nf4' else ', linears')) + host))
-    rows.append(('LoRA weights', on_dev * n_lora * la / ws, f"{n_lora/1e6:,.2f}M in {len(names)} linears, {lora_dtype}{host}"))
+    if quant == 'nf4':
+        rows.append(('4-bit weights', on_dev * q_b / ws,
+                     f"{n_lin/1e6:,.1f}M weights x {8*_QUANT_BYTES[double_quant]:.3f} bits{host}"
+                     + (f", / {ws} ranks" if ws > 1 else '')))
+    rows.append((f'{dtype} weights', on_dev * n_16 * a / ws,
+                 ("embeddings, norms" + (", head" if head else '')
+                  + ('' if quant == 'nf4' else ', linears')) + host))
+    rows.append(('LoRA weights', on_dev * n_lora * la / ws,
+                 f"{n_lora/1e6:,.2f}M in {len(names)} linears, {lora_dtype}{host}"))
     rows.append(('LoRA gradients', on_dev * n_lora * la / ws, 'one per LoRA weight' + host))
-    rows.append(('optimizer state', on_dev * _OPT_STATES[optimizer] * n_lora * la / ws, f"{optimizer}: {_OPT_STATES[optimizer]} per LoRA weight{host}"))
+    rows.append(('optimizer state', on_dev * _OPT_STATES[optimizer] * n_lora * la / ws,
+                 f"{optimizer}: {_OPT_STATES[optimizer]} per LoRA weight{host}"))
     per = layer_activations(cfg, short, r, a, la, dropout, bs)
     per_tok = sum(per.values())
-    first = h*4 + 4 + (sum(_IN(cfg)[t] for t in short & set(_GROUPS[0])) * a if dropout else 0)  # layer 0's input needs no gradient: its norm and dropout masks keep nothing
-    kept_loss = T * (h*4 if loss == 'chunked' else V*4)  # the chunked loss keeps d(loss)/d(hidden); the plain one, float32 log-probabilities
+    # layer 0's input needs no gradient: its norm and dropout masks keep nothing
+    first = h*4 + 4 + (sum(_IN(cfg)[t] for t in short & set(_GROUPS[0])) * a if dropout else 0)
+    # the chunked loss keeps d(loss)/d(hidden); the plain one, float32 log-probabilities
+    kept_loss = T * (h*4 if loss == 'chunked' else V*4)
     layers = T * (L * h * a if grad_ckpt else L * per_tok - first)
     rows.append(('activations', layers + T * (h*4 + 4 + 8) + kept_loss,
-                 (f"{L} layer inputs (checkpointed)" if grad_ckpt else f"{L} layers x {per_tok/1024:,.1f} KiB a token") + ", the final norm's, the loss's"))
-    loss_tmp = 3 * min(chunk or auto_chunk(T, V, h), T) * V * 4 if loss == 'chunked' else T * V * (2*4 + (a if a != 4 else 0))
-    rows.append(('logits and loss (transient)', loss_tmp, f"{'3 chunks of ' + str(min(chunk or auto_chunk(T, V, h), T)) if loss == 'chunked' else '2 full'} x {V:,} float32 logits" + ('' if loss == 'chunked' or a == 4 else ', and the 16-bit ones')))
+                 (f"{L} layer inputs (checkpointed)" if grad_ckpt
+                  else f"{L} layers x {per_tok/1024:,.1f} KiB a token")
+                 + ", the final norm's, the loss's"))
+    loss_tmp = (3 * min(chunk or auto_chunk(T, V, h), T) * V * 4 if loss == 'chunked'
+                else T * V * (2*4 + (a if a != 4 else 0)))
+    rows.append(('logits and loss (transient)', loss_tmp,
+                 ('3 chunks of ' + str(min(chunk or auto_chunk(T, V, h), T)) if loss == 'chunked'
+                  else '2 full') + f" x {V:,} float32 logits"
+                 + ('' if loss == 'chunked' or a == 4 else ', and the 16-bit ones')))
     layer_tmp = T * ((per_tok if grad_ckpt else 0) + (cfg.intermediate_size + 2 * h) * a)
-    rows.append(('one layer in backward (transient)', layer_tmp, ('its recomputed activations and ' if grad_ckpt else '') + 'its gradients'))
+    rows.append(('one layer in backward (transient)', layer_tmp,
+                 ('its recomputed activations and ' if grad_ckpt else '') + 'its gradients'))
     deq = max(shapes[n][0] * shapes[n][1] for n in dec) * a if quant == 'nf4' else 0
-    if deq: rows.append(('dequantized weight (transient)', deq, 'the largest linear, one at a time'))
+    if deq:
+        rows.append(('dequantized weight (transient)', deq, 'the largest linear, one at a time'))
     if ws > 1:
-        layer_params = sum(shapes[n][0]*shapes[n][1] for n in dec if '.layers.0.' in n) * (_QUANT_BYTES[double_quant] if quant == 'nf4' else a) \
-                       + sum(r * (shapes[n][0] + shapes[n][1]) for n in names if '.layers.0.' in n) * la
-        rows.append(('FSDP all-gather buffers', 2 * layer_params * (ws - 1) / ws, 'two layers unsharded (the current one and the prefetched one)'))
+        layer_params = (sum(shapes[n][0]*shapes[n][1] for n in dec if '.layers.0.' in n)
+                        * (_QUANT_BYTES[double_quant] if quant == 'nf4' else a)
+                        + sum(r * (shapes[n][0] + shapes[n][1]) for n in names if '.layers.0.' in n)
+                        * la)
+        rows.append(('FSDP all-gather buffers', 2 * layer_params * (ws - 1) / ws,
+                     'two layers unsharded (the current one and the prefetched one)'))
     rows = [(c, int(b), why) for c, b, why in rows]
     get = dict((c, b) for c, b, _ in rows).get
-    always = sum(b for c, b, _ in rows if c != 'activations' and '(transient)' not in c and c != 'LoRA gradients')
-    always += get('LoRA gradients') if grad_accum > 1 else 0  # set_to_none frees them after each step; accumulation keeps them through forward
-    peak = always + max(get('activations') + get('logits and loss (transient)'),  # backward's start: every saved tensor, and the loss's gradients
-                        layers + get('one layer in backward (transient)'),  # inside a layer's backward (the loss's tensors are gone)
+    always = sum(b for c, b, _ in rows
+                 if c != 'activations' and '(transient)' not in c and c != 'LoRA gradients')
+    # set_to_none frees them after each step; accumulation keeps them through forward
+    always += get('LoRA gradients') if grad_accum > 1 else 0
+    # backward's start: every saved tensor, and the loss's gradients
+    peak = always + max(get('activations') + get('logits and loss (transient)'),
+                        # inside a layer's backward (the loss's tensors are gone)
+                        layers + get('one layer in backward (transient)'),
                         get('activations') + get('dequantized weight (transient)', 0))
-    settings = dict(quant=quant, r=r, targets=targets, bs=bs, seq_len=seq_len, grad_ckpt=grad_ckpt, dtype=dtype, lora_dtype=lora_dtype, optimizer=optimizer,
-                    dropout=dropout, loss=loss, chunk=chunk, grad_accum=grad_accum, world_size=world_size, cpu_offload=cpu_offload, double_quant=double_quant)
+    settings = dict(quant=quant, r=r, targets=targets, bs=bs, seq_len=seq_len, grad_ckpt=grad_ckpt,
+                    dtype=dtype, lora_dtype=lora_dtype, optimizer=optimizer, dropout=dropout,
+                    loss=loss, chunk=chunk, grad_accum=grad_accum, world_size=world_size,
+                    cpu_offload=cpu_offload, double_quant=double_quant)
     return MemoryEstimate(rows, int(peak), settings)
 
 # %% ../nbs/10_memory.ipynb #5b06785c
 class LinearCrossEntropy(torch.autograd.Function):
-    "The summed cross-entropy of `h @ weight.T` against `y`, a chunk of rows at a time; the gradients are made in forward, chunk by chunk."
+    "Summed cross-entropy of `h @ weight.T` and `y` by chunks of rows; the grads made in forward."
     @staticmethod
     def forward(ctx, h, weight, y, chunk:int, ignore_index:int, grad_h:bool, grad_w:bool):
         acc = torch.promote_types(h.dtype, torch.float32)  # float32, or float64 for a float64 check
@@ -322,17 +425,20 @@ class LinearCrossEntropy(torch.autograd.Function):
             total += ((lse - z.gather(1, t)[:, 0]) * keep).sum()
             if not (grad_h or grad_w): continue
             g = z.sub_(lse[:, None]).exp_()  # softmax, in place of the logits
-            g.scatter_add_(1, t, -keep[:, None].to(acc)).mul_(keep[:, None])  # minus the one-hot of the label; ignored rows get 0
+            # minus the one-hot of the label; ignored rows get 0
+            g.scatter_add_(1, t, -keep[:, None].to(acc)).mul_(keep[:, None])
             g = g.to(h.dtype)
             if grad_h: gh[s:s+chunk] = g @ weight
             if grad_w: gw += g.T.to(acc) @ hc.to(acc)
-        ctx.save_for_backward(gh, gw); ctx.w_dtype = weight.dtype
+        ctx.save_for_backward(gh, gw)
+        ctx.w_dtype = weight.dtype
         return total
 
     @staticmethod
     def backward(ctx, go):
         gh, gw = ctx.saved_tensors
-        return (gh * go.to(gh.dtype) if gh is not None else None, (gw * go).to(ctx.w_dtype) if gw is not None else None) + (None,)*5
+        return (gh * go.to(gh.dtype) if gh is not None else None,
+                (gw * go).to(ctx.w_dtype) if gw is not None else None) + (None,)*5
 
 def linear_cross_entropy(h:torch.Tensor, # (tokens, hidden) hidden states
                          weight:torch.Tensor, # (vocab, hidden) the output head's weight
@@ -341,62 +447,77 @@ def linear_cross_entropy(h:torch.Tensor, # (tokens, hidden) hidden states
                          chunk:int|None=None, # rows per chunk; default: `auto_chunk`
                          ignore_index:int=-100,
                         )->torch.Tensor:
-    "`F.cross_entropy(h @ weight.T, y)` without ever holding all the logits: a chunk of rows at a time, in float32."
+    "`F.cross_entropy(h @ weight.T, y)` by chunks of rows, in float32: never all the logits."
     check_arg('reduction', reduction, reduction in ('mean', 'sum'), "'mean' or 'sum'")
     if h.ndim != 2 or weight.ndim != 2 or y.shape != h.shape[:1] or weight.shape[1] != h.shape[1]:
-        raise ValueError(f"want h (tokens, hidden), weight (vocab, hidden) and y (tokens,); got {tuple(h.shape)}, {tuple(weight.shape)}, {tuple(y.shape)}")
+        raise ValueError(f"want h (tokens, hidden), weight (vocab, hidden) and y (tokens,); got "
+                         f"{tuple(h.shape)}, {tuple(weight.shape)}, {tuple(y.shape)}")
     chunk = chunk or auto_chunk(len(h), *weight.shape)
     g = torch.is_grad_enabled()
-    loss = LinearCrossEntropy.apply(h, weight, y, chunk, ignore_index, g and h.requires_grad, g and weight.requires_grad)
+    loss = LinearCrossEntropy.apply(h, weight, y, chunk, ignore_index, g and h.requires_grad,
+                                    g and weight.requires_grad)
     return loss / (y != ignore_index).sum() if reduction == 'mean' else loss
 
 def chunked_lm_loss(model:nn.Module, x:torch.Tensor, y:torch.Tensor, reduction:str='mean',
-                    doc_ids:torch.Tensor|None=None, # each position's document, for rows of whole documents side by side
+                    doc_ids:torch.Tensor|None=None, # each position's document (packed rows)
                    )->torch.Tensor:
-    "`lm_loss` through `linear_cross_entropy`, for a model with `hidden()` and a plain `nn.Linear` head; `lm_loss` for any other."
+    "`lm_loss` by `linear_cross_entropy` for a model with `hidden()` and a plain `nn.Linear` head."
     head = getattr(model, 'lm_head', None)
-    if not hasattr(model, 'hidden') or type(head) is not nn.Linear or head.bias is not None: return lm_loss(model, x, y, reduction, doc_ids)
-    return linear_cross_entropy(model.hidden(x, doc_ids=doc_ids).flatten(0, 1), head.weight, y.flatten(), reduction)
+    if not hasattr(model, 'hidden') or type(head) is not nn.Linear or head.bias is not None:
+        return lm_loss(model, x, y, reduction, doc_ids)
+    return linear_cross_entropy(model.hidden(x, doc_ids=doc_ids).flatten(0, 1), head.weight,
+                                y.flatten(), reduction)
 
 def pick_loss(model:nn.Module, loss:str='auto'):
-    "The loss function for `train`: 'chunked', 'plain', or 'auto': chunked where the vocabulary is over twice the hidden size, so the logits outweigh the hidden states."
+    "The loss for `train`: 'chunked', 'plain', or 'auto' (chunked where vocab > 2 x hidden size)."
     check_arg('loss', loss, loss in ('auto', 'chunked', 'plain'), "'auto', 'chunked' or 'plain'")
     if loss == 'auto':
         head = getattr(model, 'lm_head', None)
-        loss = 'chunked' if isinstance(head, nn.Linear) and head.weight.shape[0] > 2 * head.weight.shape[1] else 'plain'
+        loss = ('chunked' if isinstance(head, nn.Linear)
+                and head.weight.shape[0] > 2 * head.weight.shape[1] else 'plain')
     return chunked_lm_loss if loss == 'chunked' else lm_loss
 
 # %% ../nbs/10_memory.ipynb #0073ef95
 def usable(gpu_gib:float)->float:
-    "Bytes of a GPU's `gpu_gib` GiB that a training step may plan for: 10% and at least 1 GiB are left to the CUDA context, workspaces and fragmentation."
+    "Bytes of a `gpu_gib` GiB GPU a step may plan for: 10%, at least 1 GiB, is left to CUDA."
     return gpu_gib * 2**30 - max(0.1 * gpu_gib * 2**30, 2**30)
 
 def _changes(kw:dict):
-    "The usual memory savers, cheapest first: (what to tell the user, the settings it changes), each applicable to `kw`."
+    "The memory savers that apply to `kw`, cheapest first: (what to tell the user, settings)."
     out = []
-    if not kw.get('grad_ckpt'): out.append(("gradient checkpointing (--grad-ckpt)", dict(grad_ckpt=True)))
+    if not kw.get('grad_ckpt'):
+        out.append(("gradient checkpointing (--grad-ckpt)", dict(grad_ckpt=True)))
     bs, acc = kw.get('bs', 1), kw.get('grad_accum', 1)
     while bs > 1:
-        bs //= 2; out.append((f"micro-batch {bs} with --grad-accum {acc * kw.get('bs', 1) // bs} (the same global batch)", dict(bs=bs, grad_accum=acc * kw.get('bs', 1) // bs)))
-    if kw.get('quant', 'nf4') != 'nf4': out.append(("the base in 4 bits (--quant nf4)", dict(quant='nf4')))
+        bs //= 2
+        out.append((f"micro-batch {bs} with --grad-accum {acc * kw.get('bs', 1) // bs}"
+                    " (the same global batch)",
+                    dict(bs=bs, grad_accum=acc * kw.get('bs', 1) // bs)))
+    if kw.get('quant', 'nf4') != 'nf4':
+        out.append(("the base in 4 bits (--quant nf4)", dict(quant='nf4')))
     ws = kw.get('world_size', 1)
     for n in (2, 4, 8, 16):
         if n > ws: out.append((f"{n} GPUs with FSDP (--gpus {n})", dict(world_size=n)))
-    if not kw.get('cpu_offload'): out.append(("FSDP's CPU offload (--cpu-offload)", dict(cpu_offload=True)))
+    if not kw.get('cpu_offload'):
+        out.append(("FSDP's CPU offload (--cpu-offload)", dict(cpu_offload=True)))
     return out
 
 def plan_fit(config, # as `estimate_memory` takes it
              gpu_gib:float, # memory of each GPU, GiB
              **kw, # the run, as `estimate_memory` takes it (world_size: the GPUs)
             )->tuple[MemoryEstimate, bool, list]:
-    "The run's estimate, whether it fits, and what makes it fit as (what, estimate): each change alone, then the first combination."
+    "The estimate, whether it fits, and what makes it fit: each change alone, else a combination."
     est, room = estimate_memory(config, **kw), usable(gpu_gib)
     if est.peak <= room: return est, True, []
     alone, combo, cum, said = [], None, dict(kw), {}
     for what, ch in _changes(kw):
         kind = next(iter(ch))  # the mildest change of each kind that fits is enough
-        if kind not in {k for k, _, _ in alone} and (e := estimate_memory(config, **{**kw, **ch})).peak <= room: alone.append((kind, what, e))
+        if (kind not in {k for k, _, _ in alone}
+                and (e := estimate_memory(config, **{**kw, **ch})).peak <= room):
+            alone.append((kind, what, e))
         if combo is None:
-            cum.update(ch); said[kind] = what
-            if len(said) > 1 and (e := estimate_memory(config, **cum)).peak <= room: combo = (' + '.join(said.values()), e)
+            cum.update(ch)
+            said[kind] = what
+            if len(said) > 1 and (e := estimate_memory(config, **cum)).peak <= room:
+                combo = (' + '.join(said.values()), e)
     return est, False, [(w, e) for _, w, e in alone] + ([combo] if combo and not alone else [])
