@@ -378,12 +378,26 @@ def _flags(d:dict, start:dict)->str:
     return ' '.join(f"--{k.replace('_', '-')} {v:.4g}" if isinstance(v, float)
                     else f"--{k.replace('_', '-')} {v}" for k, v in d.items() if start.get(k) != v)
 
+def _nudge_report(a:dict, rt, cfg, res):
+    "What `lorakit-nudge` prints, plots and promotes once the nudge is done."
+    print(f"\n{res.table()}\n\n{res.verdict}")
+    best = dataclasses.asdict(res.best)
+    flags = _flags({k: best[k] for k in a['param']}, dataclasses.asdict(cfg))
+    print(f"for lorakit-train: {flags or 'keep the settings you gave'}")
+    if a['plot']:
+        import matplotlib.pyplot as plt
+        plt.close(res.plot(a['plot']))  # saved: a notebook that calls this shows it no more
+        print(f"saved {a['plot']}")
+    if a['promote']: rt.promote(res.best)
+    print(f"{rt.ran} runs made; every run is kept in {a['store']}")
+
 def _nudge(argv:list[str]):
     a = vars(nudge_parser().parse_args(argv))
     from lorakit.core import check_arg
-    from lorakit.train import TrainConfig
+    from lorakit.train import TrainConfig, TrainingStopped
     from lorakit.nudge import LMProxy, Ratchet, proxy_config, nudge
-    for k in ('seeds', 'max_probes', 'rounds', 'proxy_steps', 'proxy_bs', 'proxy_seq_len',
+    check_arg('--seeds', a['seeds'], a['seeds'] >= 2, 'an int >= 2 (one seed gives no noise band)')
+    for k in ('max_probes', 'rounds', 'proxy_steps', 'proxy_bs', 'proxy_seq_len',
               'train_rows', 'valid_rows', 'job_steps'):
         check_arg(f"--{k.replace('_', '-')}", a[k], a[k] >= 1, 'an int >= 1')
     if a['plot'] and not Path(a['plot']).resolve().parent.is_dir():
@@ -398,17 +412,11 @@ def _nudge(argv:list[str]):
     rt = Ratchet(a['store'], LMProxy(cfg, a['train_rows'], a['valid_rows']),
                  seeds=range(a['seeds']), log=lambda m: print(m, flush=True))
     res = nudge(a['param'], rt, cfg, a['step'], a['max_probes'], not a['no_interpolate'],
-                a['rounds'])
-    print(f"\n{res.table()}\n\n{res.verdict}")
-    best = dataclasses.asdict(res.best)
-    flags = _flags({k: best[k] for k in a['param']}, dataclasses.asdict(cfg))
-    print(f"for lorakit-train: {flags or 'keep the settings you gave'}")
-    if a['plot']:
-        import matplotlib.pyplot as plt
-        plt.close(res.plot(a['plot']))  # saved: a notebook that calls this shows it no more
-        print(f"saved {a['plot']}")
-    if a['promote']: rt.promote(res.best)
-    print(f"{rt.ran} runs made; every run is kept in {a['store']}")
+                a['rounds'])  # Ctrl-C: TrainingStopped after the run in progress, which is kept
+    try: _nudge_report(a, rt, cfg, res)
+    except KeyboardInterrupt:
+        msg = f"interrupted after the nudge; every run is kept in {a['store']}"
+        raise TrainingStopped(msg) from None
 
 def nudge_cli(argv:list[str]|None=None): # the arguments; default: the command line's
     "`lorakit-nudge`: tune a fine-tune's hyperparameters on a proxy of it, one step at a time."
