@@ -19,10 +19,11 @@ def bench(cases, reps, dev):
         rows.append((name, statistics.median(to), statistics.median(tr)))
     return rows
 
-def table(rows, ref_name):
-    "A markdown table of `bench` rows with the lorakit / reference ratio."
-    out = [f"| case | lorakit ms | {ref_name} ms | lorakit / {ref_name} |", "|---|---:|---:|---:|"]
-    out += [f"| {name} | {to*1e3:.1f} | {tr*1e3:.1f} | {to/tr:.2f} |" for name, to, tr in rows]
+def table(rows, ref_name, unit='ms'):
+    "A markdown table of `bench` rows with the lorakit / reference ratio, times in `unit` (ms or us)."
+    k = {'ms': 1e3, 'us': 1e6}[unit]
+    out = [f"| case | lorakit {unit} | {ref_name} {unit} | lorakit / {ref_name} |", "|---|---:|---:|---:|"]
+    out += [f"| {name} | {to*k:.1f} | {tr*k:.1f} | {to/tr:.2f} |" for name, to, tr in rows]
     return '\n'.join(out)
 
 def train_step(model, ids, opt):

@@ -70,7 +70,7 @@ def main():
               f"blocksize 64, double quant, {dev.type}, capability {torch.backends.cpu.get_cpu_capability()}, "
               f"{a.reps} reps")
         print(f"bitsandbytes' own-shape call gave other values than lorakit's for: {', '.join(wrong) or 'none'}\n")
-        print(table(rows, 'bnb'))
+        print(table(rows, 'bnb', 'us'))
         return
     rows = []
     for dt in ('fp32', 'bf16'):
