@@ -34,11 +34,11 @@ def main():
     said = [l.replace(str(Path(d)), '.') for s in lines for l in s.splitlines()]
     rec = dict(about="The metrics of the job's default run, `lorakit-train` with no arguments; plotted by nbs/07_train.ipynb",
                command='lorakit-train', made_by='python bench/default_run.py --write', config=asdict(cfg) | {'out': 'lorakit-run'},
-               said=said, before=res['before'], after=res['after'], metrics=metrics, seconds=round(took),
+               said=said, before=res['before'], after=res['after'], metrics=metrics,
                torch=torch.__version__, lorakit=lorakit.__version__,
                machine=f"{platform.machine()}, {torch.get_num_threads()} threads, {torch.backends.cpu.get_cpu_capability()}",
                date=datetime.date.today().isoformat())
-    print(f"{len(metrics)} records, {took:.0f} s", file=sys.stderr)
+    print(f"{len(metrics)} records, {took:.0f} s", file=sys.stderr)  # the time is this machine's: not kept
     if a.write:  # a record a line
         head = json.dumps({k: v for k, v in rec.items() if k != 'metrics'}, indent=1)[:-2]
         text = head + ',\n "metrics": [\n' + ',\n'.join('  ' + json.dumps(m) for m in metrics) + '\n ]\n}\n'

@@ -21,7 +21,7 @@ from .sft import read_chats, chat_data
 from .fsdp import (init_distributed, load_sharded, Sharded, grad_reduction, sharded_loss,
                           save_adapter_sharded, rank_bytes, peak_rss_mib)
 import torch.distributed as dist
-from .train import _write_text, _model_dir, _read_config, _inputs, _check_apart, _MAY_CHANGE
+from .train import _write_text, _model_dir, _read_config, _inputs, _check_apart
 
 # %% auto #0
 __all__ = ['is_chat_job', 'chat_job_data', 'check_job', 'job_group', 'job_loss', 'finetune', 'first_steps', 'check_loss_curve']
