@@ -12,111 +12,168 @@ from .core import *
 from .inject import add_lora, find_targets, lora_summary
 from .model import Llama, LlamaConfig, generate
 from .data import *
-from .pretrain import evaluate_lm, base_path
+from .pretrain import evaluate_lm, eval_rows, base_path
 from .train import *
 from .adapters import save_adapter
 from .instrument import Instruments
 from .memory import pick_loss
 from .sft import read_chats, chat_data
-from .fsdp import init_distributed, load_sharded, Sharded, grad_reduction, sharded_loss, save_adapter_sharded, rank_bytes, peak_rss_mib
+from .fsdp import (init_distributed, load_sharded, Sharded, grad_reduction, sharded_loss,
+                          save_adapter_sharded, rank_bytes, peak_rss_mib)
 import torch.distributed as dist
-from .train import _write_text, _model_dir, _read_config
+from .train import _write_text, _model_dir, _read_config, _inputs, _check_apart
 
 # %% auto #0
 __all__ = ['is_chat_job', 'chat_job_data', 'check_job', 'job_group', 'job_loss', 'finetune', 'first_steps', 'check_loss_curve']
 
 # %% ../nbs/98_finetune.ipynb #715dbc90
 def _jsonl_files(paths:list)->list[Path]:
-    return [f for p in map(Path, paths) for f in (sorted(p.rglob('*.jsonl')) if p.is_dir() else [p])]
+    files = lambda p: sorted(p.rglob('*.jsonl')) if p.is_dir() else [p]
+    return [f for p in map(Path, paths) for f in files(p)]
 
 def is_chat_job(cfg:TrainConfig)->bool:
-    "Whether `cfg` trains on conversations: `cfg.chat` if it says, else whether the first line of its first .jsonl file holds 'messages', or 'prompt' and 'completion'."
+    "Whether `cfg` trains on conversations: `cfg.chat`, else its first .jsonl line's keys say."
     if cfg.chat is not None: return cfg.chat
     files = _jsonl_files(cfg.data or [])
     if not files or files[0].suffix != '.jsonl' or not files[0].is_file(): return False
-    with open(files[0], encoding='utf-8', errors='replace') as f: first = next((l for l in f if l.strip()), '')
+    with open(files[0], encoding='utf-8', errors='replace') as f:
+        first = next((l for l in f if l.strip()), '')
     try: d = json.loads(first)
     except json.JSONDecodeError: return False
     return isinstance(d, dict) and ('messages' in d or {'prompt', 'completion'} <= d.keys())
 
 def chat_job_data(cfg:TrainConfig, tok)->tuple:
-    "The rows of a chat job (13_sft's `chat_data`), its held-out conversations, and the problems of those skipped."
-    if not cfg.data: raise ValueError("--chat trains on conversations: pass --data with .jsonl files of them, one a line ('messages', or 'prompt' and 'completion')")
+    "A chat job's rows (13_sft's `chat_data`), its held-out conversations, and those skipped, why."
+    if not cfg.data:
+        raise ValueError("--chat trains on conversations: pass --data with .jsonl files of them, "
+                         "one a line ('messages', or 'prompt' and 'completion')")
     try: tok.apply_chat_template([dict(role='user', content='hi')], add_generation_prompt=True)
-    except (ValueError, AttributeError) as e: raise ValueError(f"--chat needs a chat model, whose tokenizer has a chat template; {e}") from None
+    except (ValueError, AttributeError) as e:
+        msg = f"--chat needs a chat model, whose tokenizer has a chat template; {e}"
+        raise ValueError(msg) from None
     chats, skipped = [], []
     for f in _jsonl_files(cfg.data):
-        c, s = read_chats(f, cfg.on_bad); chats += c; skipped += s
-    data, held, s = chat_data(chats, tok, cfg.seq_len, seed=cfg.seed, all_tokens=cfg.all_tokens, on_bad=cfg.on_bad, pack=cfg.pack)
+        c, s = read_chats(f, cfg.on_bad)
+        chats += c
+        skipped += s
+    data, held, s = chat_data(chats, tok, cfg.seq_len, seed=cfg.seed, all_tokens=cfg.all_tokens,
+                              on_bad=cfg.on_bad, pack=cfg.pack)
     return data, held, skipped + s
 
+def _chat_note(cfg:TrainConfig, data:LMData, held:list, skipped:list)->str:
+    rows = 'whole conversations packed' if cfg.pack else 'a conversation each'
+    on = 'every token' if cfg.all_tokens else 'the assistant tokens'
+    note = (f"chat: {len(data.xt)} training rows ({rows}), {len(held)} conversations held out; "
+            f"the loss on {on}")
+    return note + (f"; skipped {len(skipped)}:\n  " + '\n  '.join(skipped) if skipped else '')
+
 def check_job(cfg:TrainConfig, log=print)->tuple:
-    "Everything about `cfg` that can be checked without loading weights; returns the checkpoint dir, its config, tokenizer, documents (held-out `Chat`s for a chat job) and rows."
-    d = _model_dir(cfg); mc = _read_config(d)
-    if cfg.seq_len > mc.max_position_embeddings:
-        raise ValueError(f"--seq-len {cfg.seq_len} is longer than the model's context (max_position_embeddings={mc.max_position_embeddings}): use at most {mc.max_position_embeddings}")
-    with torch.device('meta'): find_targets(Llama(mc), cfg.targets)  # names the nearest layers if a target matches nothing
+    "Check `cfg` as far as can be done without weights; its checkpoint, config, tokenizer, rows."
+    if cfg.out: _check_apart(Path(cfg.out), _inputs(cfg))  # before anything reads or writes there
+    d = _model_dir(cfg)
+    mc = _read_config(d)
+    ctx = mc.max_position_embeddings
+    if cfg.seq_len > ctx:
+        raise ValueError(f"--seq-len {cfg.seq_len} is longer than the model's context "
+                         f"(max_position_embeddings={ctx}): use at most {ctx}")
+    with torch.device('meta'): find_targets(Llama(mc), cfg.targets)  # names the nearest on a miss
     tok = load_tokenizer(d, mc.vocab_size)
     if is_chat_job(cfg):
         data, docs, skipped = chat_job_data(cfg, tok)
-        log(f"chat: {len(data.xt)} training rows ({'whole conversations packed' if cfg.pack else 'a conversation each'}), {len(docs)} conversations held out; "
-            f"the loss on {'every token' if cfg.all_tokens else 'the assistant tokens'}"
-            + (f"; skipped {len(skipped)}:\n  " + '\n  '.join(skipped) if skipped else ''))
+        log(_chat_note(cfg, data, docs, skipped))
     else:
         docs = job_docs(cfg)
-        data = lm_data(docs, tok, cfg.seq_len, seed=cfg.seed, max_len=mc.max_position_embeddings)
-    if cfg.bs > len(data.xt): raise ValueError(f"--bs {cfg.bs} is more than the {len(data.xt)} rows of training data: use a smaller --bs or --seq-len, or more text")
+        data = lm_data(docs, tok, cfg.seq_len, seed=cfg.seed, max_len=ctx)
+    if cfg.bs > len(data.xt):
+        raise ValueError(f"--bs {cfg.bs} is more than the {len(data.xt)} rows of training data: "
+                         f"use a smaller --bs or --seq-len, or more text")
     return d, mc, tok, docs, data
 
 # %% ../nbs/98_finetune.ipynb #bfc28a61
-def _report(model, data:LMData, shakespeare_data:LMData|None, cfg:TrainConfig)->dict:
+_PROBE_BATCHES = 20  # of the Shakespeare probe: its rows' losses vary little, so 320 rows will do
+
+def _eval_sets(data:LMData, sh:LMData|None, cfg:TrainConfig)->dict:
+    "What the job validates on, by name: (rows, how many batches of them; None: all)."
+    sets = {'valid': (data, cfg.eval_batches)}
+    if sh is not None: sets['shakespeare'] = (sh, min(_PROBE_BATCHES, cfg.eval_batches or 10**9))
+    return sets
+
+def _report(model, data:LMData, sh:LMData|None, cfg:TrainConfig, valid:float|None=None)->dict:
     "Validation losses on the new text and, for the shipped base, on held-out Shakespeare."
     dev = next(model.parameters()).device
-    ev = lambda ds: evaluate_lm(model, ds.xv.to(dev), ds.yv.to(dev), cfg.bs, cfg.eval_batches, None if ds.dv is None else ds.dv.to(dev))
-    return {'valid': ev(data)} | ({'shakespeare': ev(shakespeare_data)} if shakespeare_data is not None else {})
+    def ev(ds, nb):
+        dv = None if ds.dv is None else ds.dv.to(dev)
+        return evaluate_lm(model, ds.xv.to(dev), ds.yv.to(dev), cfg.bs, nb, dv)
+    sets = _eval_sets(data, sh, cfg)
+    return {k: valid if k == 'valid' and valid is not None else ev(*v) for k, v in sets.items()}
 
-def _losses(r:dict)->str: return ', '.join(f"{k} loss {v:.3f}" for k, v in r.items())
+def _rows(data:LMData, sh:LMData|None, cfg:TrainConfig)->dict:
+    "What each loss of `_report` is over: 'over 674 rows', or 'over 320 of 1,638 rows'."
+    def over(n, nb):
+        k = len(eval_rows(n, cfg.bs, nb))
+        return f"over {n:,} rows" if k == n else f"over {k:,} of {n:,} rows"
+    return {k: over(len(ds.xv), nb) for k, (ds, nb) in _eval_sets(data, sh, cfg).items()}
+
+def _losses(r:dict, rows:dict={})->str:
+    "'valid loss 3.520 over 674 rows, ...': each loss of `r`, and what it is over if `rows` says."
+    said = [f"{k} loss {v:.3f}" + (f" {rows[k]}" if k in rows else '') for k, v in r.items()]
+    return ', '.join(said)
 
 def _prompt(docs:list):
-    "What samples.txt continues: the opening of the first document, or the first held-out conversation up to its first assistant turn."
+    "What samples.txt continues: a document's opening, or a held-out conversation's first turns."
     if isinstance(docs[0], str): return docs[0][:40]
     ms = docs[0].messages
     return ms[:next(i for i, m in enumerate(ms) if m['role'] == 'assistant')]
 
 def _sample(model, tok, prompt:str|list, cfg:TrainConfig)->str:
-    "A sample for samples.txt, as long as `cfg.samples` says: by default 120 tokens, or 4 a step for a short run (each token costs a forward pass)."
+    "A sample for samples.txt: `cfg.samples` tokens, by default 120, or 4 a step for a short run."
     n = cfg.samples if cfg.samples is not None else min(120, 4*cfg.steps)
     if not n: return ''
     if isinstance(prompt, str): return sample_text(model, tok, prompt, n, seed=cfg.seed)
-    ids = torch.tensor([tok.apply_chat_template(prompt, add_generation_prompt=True)], device=next(model.parameters()).device)
-    return tok.decode(generate(model, ids, min(n, model.config.max_position_embeddings - ids.shape[1]), temperature=0, eos_id=tok.eos_id)[0].tolist())  # the reply, greedy
+    dev = next(model.parameters()).device
+    ids = torch.tensor([tok.apply_chat_template(prompt, add_generation_prompt=True)], device=dev)
+    n = min(n, model.config.max_position_embeddings - ids.shape[1])
+    reply = generate(model, ids, n, temperature=0, eos_id=tok.eos_id)  # greedy
+    return tok.decode(reply[0].tolist())
 
 def _write_samples(path:Path, before:str, after:str):
-    with atomic_path(path) as t: t.write_text(f"--- before ---\n{before}\n\n--- after ---\n{after}\n")
+    text = f"--- before ---\n{before}\n\n--- after ---\n{after}\n"
+    with atomic_path(path) as t: t.write_text(text)
 
 # %% ../nbs/98_finetune.ipynb #233fde0a
 def job_group(cfg:TrainConfig):
-    "The processes of the job: `OneProcess()`, or with `cfg.fsdp` this rank of the torchrun job (joining its process group)."
+    "The job's processes: `OneProcess()`, or with `cfg.fsdp` this rank of the torchrun job."
     return Sharded(init_distributed(cfg.device, cfg.dist_timeout)) if cfg.fsdp else OneProcess()
 
-def _setup(cfg:TrainConfig, resume:bool, overwrite:bool, log=print):
-    "Check everything, prepare the run directory, then load the model with LoRA (sharded under --fsdp); returns what the job needs."
-    d, mc, tok, docs, data = check_job(cfg, log)
-    group = job_group(cfg)
-    if resume: group.checkpoint.check(Path(cfg.out), asdict(cfg), fingerprint(data.xt, data.yt, data.dt))  # the same run, before minutes of loading
-    if cfg.out and group.main: prepare_run_dir(cfg.out, resume, overwrite, group.checkpoint.name)
-    if cfg.fsdp: group.barrier()  # the directory is ready before any rank writes to it
-    set_seed(cfg.seed)
-    dev, lora = get_device(cfg.device), dict(targets=cfg.targets, r=cfg.r, alpha=cfg.alpha, dropout=cfg.dropout, rslora=cfg.rslora)
+def _load(d:Path, cfg:TrainConfig, group, dev:torch.device, lora:dict)->nn.Module:
+    "The model in `d` with LoRA on it, as `cfg` says: sharded under --fsdp, else on `dev`."
+    dtype = job_dtype(cfg.dtype, dev)
     if cfg.fsdp:
         rss = peak_rss_mib()
-        model = load_sharded(d, group.mesh, job_dtype(cfg.dtype, dev), cfg.quant == 'nf4', lora, cfg.seed, cfg.grad_ckpt, cpu_offload=cfg.cpu_offload)
-        group.load_rss = (rss, peak_rss_mib())  # peak resident MiB before and after loading, for ranks.json
-    else:
-        model = Llama.from_pretrained(d, dtype=job_dtype(cfg.dtype, dev), device=dev, quantize=cfg.quant == 'nf4')
-        add_lora(model, **lora)
-        if cfg.grad_ckpt: grad_checkpointing(model)
-        if cfg.compile != 'off': compile_layers(model, 'inductor' if cfg.compile == 'on' else cfg.compile)
+        model = load_sharded(d, group.mesh, dtype, cfg.quant == 'nf4', lora, cfg.seed,
+                             cfg.grad_ckpt, cpu_offload=cfg.cpu_offload)
+        group.load_rss = (rss, peak_rss_mib())  # peak resident MiB before and after, for ranks.json
+        return model
+    model = Llama.from_pretrained(d, dtype=dtype, device=dev, quantize=cfg.quant == 'nf4')
+    add_lora(model, **lora)
+    if cfg.grad_ckpt: grad_checkpointing(model)
+    if cfg.compile != 'off':
+        compile_layers(model, 'inductor' if cfg.compile == 'on' else cfg.compile)
+    return model
+
+def _setup(cfg:TrainConfig, resume:bool, overwrite:bool, log=print):
+    "Check everything, prepare the run directory, then load the model with LoRA; all the job needs."
+    d, mc, tok, docs, data = check_job(cfg, log)
+    group = job_group(cfg)
+    if resume:  # the same run, before minutes of loading
+        group.checkpoint.check(Path(cfg.out), asdict(cfg), fingerprint(data.xt, data.yt, data.dt))
+    if cfg.out and group.main:
+        prepare_run_dir(cfg.out, resume, overwrite, group.checkpoint.name, _inputs(cfg), log)
+    if cfg.fsdp: group.barrier()  # the directory is ready before any rank writes to it
+    set_seed(cfg.seed)
+    lora = dict(targets=cfg.targets, r=cfg.r, alpha=cfg.alpha, dropout=cfg.dropout,
+                rslora=cfg.rslora)
+    model = _load(d, cfg, group, get_device(cfg.device), lora)
     sh = lm_data(shakespeare(), tok, cfg.seq_len, valid_pct=0.05) if cfg.model is None else None
     return d, model, tok, docs, data, sh, group
 
@@ -126,59 +183,78 @@ def job_loss(model, cfg:TrainConfig, group):
     return sharded_loss(f, grad_reduction(group.mesh)) if cfg.fsdp else f
 
 class _RankBytes(Callback):
-    "Keep, at the end of training, the bytes this rank holds (11_fsdp's `rank_bytes`): base, LoRA and optimizer shards."
+    "At the end of training, keep the bytes this rank holds (11_fsdp's `rank_bytes`)."
     def end_fit(self, s:LoopState): self.bytes = rank_bytes(s.model, s.opt)
 
 def _write_ranks(path:Path, group, held:dict):
     "ranks.json: each rank's peak memory while loading and the bytes it holds, gathered to rank 0."
-    rec = dict(rank=group.rank, rss_before_load_mib=group.load_rss[0], rss_after_load_mib=group.load_rss[1], **held)
+    rss = group.load_rss
+    rec = dict(rank=group.rank, rss_before_load_mib=rss[0], rss_after_load_mib=rss[1], **held)
     recs = [None]*group.world
     dist.all_gather_object(recs, rec)
     if group.main: _write_text(path, json.dumps(recs, indent=2))
 
-def _finish(model, tok, d:Path, data, sh, cfg:TrainConfig, hist:list, prompt:str|list, sample0:str, group=None, held:dict|None=None)->dict:
-    "The losses after training, and the run directory's curves, samples and adapter (written by rank 0 alone in a sharded run)."
+def _metrics(out:Path)->list[dict]:
+    return [json.loads(l) for l in (out/'metrics.jsonl').read_text().splitlines()]
+
+def _finish(model, tok, d:Path, data, sh, cfg:TrainConfig, hist:list, prompt:str|list, sample0:str,
+            group=None, held:dict|None=None)->dict:
+    "The losses after training; the run's curves, samples and adapter (by rank 0 in a sharded run)."
     group = group or OneProcess()
-    after = _report(model, data, sh, cfg)
-    sample1 = _sample(model, tok, prompt, cfg) if cfg.out and cfg.samples != 0 else ''  # every rank runs the model, in step
-    if cfg.out:
-        o = Path(cfg.out)
-        if group.main:
-            plot_history(hist, o/'curves.png')
-            if cfg.samples != 0: _write_samples(o/'samples.txt', sample0, sample1)
-        if cfg.fsdp:
-            save_adapter_sharded(model, o/'adapter', base_model_name_or_path=str(d.resolve()), overwrite=True)
-            _write_ranks(o/'ranks.json', group, held or {})
-        else: save_adapter(model, o/'adapter', base_model_name_or_path=str(d.resolve()), overwrite=True)
+    last = hist[-1] if hist and hist[-1]['step'] == cfg.steps else {}
+    after = _report(model, data, sh, cfg, valid=last.get('valid_loss'))  # measured at the last step
+    sample1 = _sample(model, tok, prompt, cfg) if cfg.out and cfg.samples != 0 else ''  # all ranks
+    if not cfg.out: return after
+    o, base = Path(cfg.out), str(d.resolve())
+    if group.main:
+        plot_history(_metrics(o), o/'curves.png')  # what the run logged: step 0, resumes included
+        if cfg.samples != 0: _write_samples(o/'samples.txt', sample0, sample1)
+    if cfg.fsdp:
+        save_adapter_sharded(model, o/'adapter', base_model_name_or_path=base, overwrite=True)
+        _write_ranks(o/'ranks.json', group, held or {})
+    else: save_adapter(model, o/'adapter', base_model_name_or_path=base, overwrite=True)
     return after
 
 # %% ../nbs/98_finetune.ipynb #2f334c26
-def finetune(cfg:TrainConfig|None=None, # the run's settings; default: the shipped base on Python's docs, into lorakit-run/
+def _after_stop(cfg:TrainConfig)->str:
+    "What is true when Ctrl-C stops the job after training."
+    if not cfg.out: return "interrupted after training; nothing was saved"
+    return (f"interrupted after training finished; the checkpoint of step {cfg.steps} in {cfg.out} "
+            f"holds the trained weights: run the same command with --resume to write the adapter "
+            f"and the reports")
+
+def _wrote(cfg:TrainConfig)->str:
+    if not cfg.out: return ''
+    names = sorted(p.name + '/'*p.is_dir() for p in Path(cfg.out).iterdir() if p.name != RUN_MARK)
+    return f"\nwrote {cfg.out}/: {' '.join(names)}"
+
+def finetune(cfg:TrainConfig|None=None, # default: the shipped base, Python's docs, lorakit-run/
              resume:bool=False, # continue the run in `cfg.out`
              overwrite:bool=False, # replace a run already in `cfg.out`
              log=print, # where the summary lines go
              progress:bool=True, # draw a progress bar
-             stop:threading.Event|None=None, # set it to stop after the current step (Ctrl-C does too)
-             instruments:Instruments|None=None, # the instruments to attach (`09_instrument`); default: only the spike guard, which logs
+             stop:threading.Event|None=None, # set it to stop after the current step; Ctrl-C does
+             instruments:Instruments|None=None, # `09_instrument`'s; default: a logging spike guard
             )->dict:
-    "Fine-tune a Llama with LoRA or QLoRA as `cfg` says; return the losses before and after, and the history."
+    "Fine-tune a Llama with LoRA or QLoRA as `cfg` says: the losses before and after, the history."
     cfg = cfg or TrainConfig(out='lorakit-run')
     try:
         d, model, tok, docs, data, sh, group = _setup(cfg, resume, overwrite, log)
         before, prompt = _report(model, data, sh, cfg), _prompt(docs)
         sample0 = _sample(model, tok, prompt, cfg)
-    except KeyboardInterrupt: raise TrainingStopped("interrupted before training started: nothing was trained") from None
-    if not group.main: log = lambda *a, **k: None  # rank 0 speaks for the job
-    log(f"{lora_summary(model).counts}\nbefore: {_losses(before)}")
-    held = _RankBytes()
-    hist = train(model, data, cfg, resume=resume, overwrite=overwrite, progress=progress, stop=stop, loss_fn=job_loss(model, cfg, group), group=group,
-                 callbacks=[*(instruments or Instruments()).callbacks(model), held])
-    try: after = _finish(model, tok, d, data, sh, cfg, hist, prompt, sample0, group, held.bytes)
     except KeyboardInterrupt:
-        raise TrainingStopped(f"interrupted after training finished; the checkpoint of step {cfg.steps} in {cfg.out} holds the trained weights: "
-                              f"run the same command with --resume to write the adapter and the reports" if cfg.out else "interrupted after training; nothing was saved") from None
-    wrote = f"\nwrote {cfg.out}/: {' '.join(sorted(p.name + '/'*p.is_dir() for p in Path(cfg.out).iterdir()))}" if cfg.out else ""
-    log(f"after:  {_losses(after)}{wrote}")
+        raise TrainingStopped("interrupted before training started: nothing was trained") from None
+    if not group.main: log = lambda *a, **k: None  # rank 0 speaks for the job
+    rows = _rows(data, sh, cfg)
+    log(f"{lora_summary(model).counts}\nbefore: {_losses(before, rows)}")
+    held = _RankBytes()
+    cbs = [*(instruments or Instruments()).callbacks(model), held]
+    hist = train(model, data, cfg, resume=resume, overwrite=overwrite, progress=progress, stop=stop,
+                 callbacks=cbs, loss_fn=job_loss(model, cfg, group), group=group,
+                 before=before['valid'])
+    try: after = _finish(model, tok, d, data, sh, cfg, hist, prompt, sample0, group, held.bytes)
+    except KeyboardInterrupt: raise TrainingStopped(_after_stop(cfg)) from None
+    log(f"after:  {_losses(after, rows)}{_wrote(cfg)}")
     return dict(before=before, after=after, history=hist)
 
 # %% ../nbs/98_finetune.ipynb #5963c62f
@@ -191,29 +267,43 @@ def first_steps(cfg:TrainConfig, # the job; its `out` must be None, since nothin
                 n:int, # how many of its `cfg.steps` steps to run
                 callbacks:list=(), # more `Callback`s for `train`, e.g. instruments
                )->list[dict]:
-    "The records (loss, lr, grad norm) of the first `n` steps of the job `cfg`, on the learning rates of its full schedule."
-    if cfg.out: raise ValueError(f"first_steps writes nothing, but out={cfg.out!r}: pass a TrainConfig with out=None")
+    "The records (loss, lr, grad norm) of the job's first `n` steps, on its full schedule's rates."
+    if cfg.out:
+        raise ValueError(f"first_steps writes nothing, but out={cfg.out!r}: "
+                         f"pass a TrainConfig with out=None")
     _, model, _, _, data, _, group = _setup(cfg, resume=False, overwrite=False, log=lambda *a: None)
-    return train(model, data, cfg, progress=False, callbacks=[*callbacks, _StopAfter(n)], loss_fn=job_loss(model, cfg, group), group=group)
+    return train(model, data, cfg, progress=False, callbacks=[*callbacks, _StopAfter(n)],
+                 loss_fn=job_loss(model, cfg, group), group=group)
 
 # %% ../nbs/98_finetune.ipynb #b224f910
+# not named: the seed (seeds are the baseline's noise), and settings that don't change training
+_NOT_NAMED = ('seed', 'out', 'save_every', 'eval_every', 'eval_batches', 'samples')
+
 def _changed(cfg:TrainConfig, stored:dict)->str:
-    "The settings of `cfg`, other than the seed, that differ from `stored`, as 'name: stored -> now'."
+    "The settings of `cfg` that differ from `stored`, as 'name: stored -> now'."
     now, default = asdict(cfg), asdict(TrainConfig())
-    stored = {k: stored.get(k, default.get(k)) for k in now.keys() | stored.keys()}  # a setting added since the baseline was written had its default
-    return ', '.join(f"{k}: {stored.get(k)!r} -> {now.get(k)!r}" for k in sorted(stored) if k != 'seed' and now.get(k) != stored.get(k))
+    # a setting added since the baseline was written had its default
+    stored = {k: stored.get(k, default.get(k)) for k in now.keys() | stored.keys()}
+    diff = [k for k in sorted(stored) if k not in _NOT_NAMED and now.get(k) != stored.get(k)]
+    return ', '.join(f"{k}: {stored.get(k)!r} -> {now.get(k)!r}" for k in diff)
+
+_REBASE = ("If the change is intended, rerun `python bench/loss_baseline.py --write` "
+           "and commit nbs/baselines/default_job.json.")
 
 def check_loss_curve(losses:list[float], # the run's losses, step 1 first
-                     baseline:dict, # as `bench/loss_baseline.py` writes it: the `seed0` curve, a `tolerance` per step, the `config`
-                     cfg:TrainConfig|None=None, # the run's settings, to name those that differ from the baseline's
+                     baseline:dict, # `bench/loss_baseline.py`'s: `seed0`, `tolerance`, `config`
+                     cfg:TrainConfig|None=None, # the run's settings, to name those that differ
                     )->float:
-    "Raise an AssertionError at the first step whose loss is further from the baseline's seed-0 loss than its tolerance; else return the largest deviation, in tolerances."
+    "Raise at the first step off the baseline by over its tolerance; else the largest deviation."
     ref, tol = baseline['seed0'], baseline['tolerance']
-    if len(losses) != len(ref): raise ValueError(f"{len(losses)} losses for a baseline of {len(ref)} steps: run the job's first {len(ref)} steps")
+    if len(losses) != len(ref):
+        raise ValueError(f"{len(losses)} losses for a baseline of {len(ref)} steps: "
+                         f"run the job's first {len(ref)} steps")
     dev = [abs(l - b)/t for l, b, t in zip(losses, ref, tol)]
     off = [i for i, d in enumerate(dev) if not d <= 1]  # `not <=`: a NaN loss is off too
     if not off: return max(dev)
     i, diff = off[0], _changed(cfg, baseline['config']) if cfg else ''
-    raise AssertionError(f"the loss curve moved: at step {i+1} the loss is {losses[i]:.4f} and the baseline {ref[i]:.4f}, {dev[i]:.1f} x the tolerance {tol[i]:.4f} "
-                         f"(one seed std); {len(off)} of {len(ref)} steps are off." + (f" Settings that differ from the baseline's: {diff}." if diff else '')
-                         + " If the change is intended, rerun `python bench/loss_baseline.py --write` and commit nbs/baselines/default_job.json.")
+    said = f" Settings that differ from the baseline's: {diff}." if diff else ''
+    raise AssertionError(f"the loss curve moved: at step {i+1} the loss is {losses[i]:.4f} and the "
+                         f"baseline {ref[i]:.4f}, {dev[i]:.1f} x the tolerance {tol[i]:.4f} "
+                         f"(one seed std); {len(off)} of {len(ref)} steps are off.{said} {_REBASE}")

@@ -13,7 +13,7 @@ from .model import LlamaConfig, Llama, generate
 from .data import *
 
 # %% auto #0
-__all__ = ['Recipe', 'lr_at', 'unigram_loss', 'evaluate_lm', 'pretrain', 'save_base', 'base_path', 'load_base']
+__all__ = ['Recipe', 'lr_at', 'unigram_loss', 'eval_rows', 'evaluate_lm', 'pretrain', 'save_base', 'base_path', 'load_base']
 
 # %% ../nbs/06a_pretrain.ipynb #58d1bd86
 @dataclass
@@ -37,9 +37,12 @@ class Recipe:
 
     def llama_config(self, vocab_size:int)->LlamaConfig:
         "The model this recipe trains, for a tokenizer of `vocab_size`."
-        return LlamaConfig(vocab_size=vocab_size, hidden_size=self.hidden_size, intermediate_size=self.intermediate_size,
-                           num_hidden_layers=self.num_hidden_layers, num_attention_heads=self.num_attention_heads,
-                           num_key_value_heads=self.num_key_value_heads, max_position_embeddings=self.seq_len, tie_word_embeddings=True)
+        return LlamaConfig(vocab_size=vocab_size, hidden_size=self.hidden_size,
+                           intermediate_size=self.intermediate_size,
+                           num_hidden_layers=self.num_hidden_layers,
+                           num_attention_heads=self.num_attention_heads,
+                           num_key_value_heads=self.num_key_value_heads,
+                           max_position_embeddings=self.seq_len, tie_word_embeddings=True)
 
 # %% ../nbs/06a_pretrain.ipynb #f9907556
 def lr_at(step:int, # the optimizer step, from 0
@@ -54,49 +57,73 @@ def lr_at(step:int, # the optimizer step, from 0
 
 # %% ../nbs/06a_pretrain.ipynb #c43cca25
 def unigram_loss(train_ids:torch.Tensor, valid_ids:torch.Tensor, vocab_size:int)->float:
-    "Cross-entropy (nats per token) of `valid_ids` under the token frequencies of `train_ids`, add-one smoothed."
+    "Cross-entropy (nats a token) of `valid_ids` under `train_ids`' frequencies, add-one smoothed."
     p = (torch.bincount(train_ids.view(-1), minlength=vocab_size).double() + 1)
     p = p / p.sum()
     return -p.log()[valid_ids.view(-1)].mean().item()
 
 # %% ../nbs/06a_pretrain.ipynb #fddf7df9
+def eval_rows(n:int, # rows in the held-out set
+              bs:int=16, # rows per batch
+              max_batches:int|None=None, # at most this many batches; None: every row
+             )->torch.Tensor:
+    "The rows of `n` a validation takes: all, or `max_batches` x `bs` of them spread evenly."
+    k = n if max_batches is None else min(n, max_batches * bs)
+    return torch.arange(k) * n // k
+
 @torch.no_grad()
-def evaluate_lm(model:Llama, x:torch.Tensor, y:torch.Tensor, # rows of inputs, and their targets (-100 is ignored)
-                bs:int=16, max_batches:int|None=None, # evaluate only the first `max_batches` batches of `bs` rows
-                doc_ids:torch.Tensor|None=None, # each position's document, for rows of whole documents side by side (`LMData.dv`)
+def evaluate_lm(model:Llama,
+                x:torch.Tensor, # rows of inputs
+                y:torch.Tensor, # their targets (-100 is ignored)
+                bs:int=16, # rows per batch
+                max_batches:int|None=None, # at most this many batches, of `eval_rows`' rows
+                doc_ids:torch.Tensor|None=None, # each position's document (`LMData.dv`)
                )->float:
-    "Mean next-token cross-entropy of `model` over the labelled tokens of the rows `x` with targets `y`, in eval mode."
+    "Mean next-token cross-entropy over the labelled tokens of `eval_rows`, in eval mode."
+    rows = eval_rows(len(x), bs, max_batches).to(x.device)
     was_training, total, n = model.training, 0., 0
     model.eval()
     try:
-        for i in range(0, len(x) if max_batches is None else min(len(x), max_batches*bs), bs):
-            t, kw = y[i:i+bs].flatten(), {} if doc_ids is None else dict(doc_ids=doc_ids[i:i+bs])
-            total += F.cross_entropy(model(x[i:i+bs], **kw).flatten(0, 1).float(), t, ignore_index=-100, reduction='sum').item()
+        for r in rows.split(bs):
+            t, kw = y[r].flatten(), {} if doc_ids is None else dict(doc_ids=doc_ids[r])
+            logits = model(x[r], **kw).flatten(0, 1).float()
+            losses = F.cross_entropy(logits, t, ignore_index=-100, reduction='none')
+            total += losses.double().sum().item()  # float64: no rounding builds up over the set
             n += (t != -100).sum().item()
     finally: model.train(was_training)
     if n == 0: raise ValueError("no labelled tokens to evaluate: every target is -100")
     return total / n
 
 # %% ../nbs/06a_pretrain.ipynb #b908e2c1
-def pretrain(recipe:Recipe, docs:list[str], out:str|Path|None=None, time_limit:float|None=None, log=print)->tuple[Llama, dict]:
+def pretrain(recipe:Recipe, docs:list[str], out:str|Path|None=None, time_limit:float|None=None,
+             log=print)->tuple[Llama, dict]:
     "Train a byte-level Llama from scratch on `docs` following `recipe`; save it to `out` if given."
     set_seed(recipe.seed)
     tok = ByteTokenizer()
     data = lm_data(docs, tok, recipe.seq_len, recipe.valid_pct, recipe.seed)
     model = Llama(recipe.llama_config(tok.vocab_size))
-    opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.95), weight_decay=recipe.weight_decay)
-    loader, step, t0, hist = PackedLoader(data.xt, data.yt, recipe.bs, seed=recipe.seed), 0, time.time(), []
-    while step < recipe.steps and (time_limit is None or time.time() - t0 < time_limit):
+    opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.95),
+                            weight_decay=recipe.weight_decay)
+    loader = PackedLoader(data.xt, data.yt, recipe.bs, seed=recipe.seed)
+    step, t0, hist = 0, time.time(), []
+    out_of_time = lambda: time_limit is not None and time.time() - t0 >= time_limit
+    while step < recipe.steps and not out_of_time():
         for x, y in loader:
             for g in opt.param_groups: g['lr'] = lr_at(step, recipe.steps, recipe.lr, recipe.warmup)
             loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=-100)
-            opt.zero_grad(set_to_none=True); loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step(); step += 1
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            step += 1
             if step % recipe.eval_every == 0 or step == recipe.steps:
-                hist.append((step, loss.item(), evaluate_lm(model, data.xv, data.yv, recipe.bs, recipe.eval_batches)))
-                log(f"step {step:5d}  train {hist[-1][1]:.3f}  valid {hist[-1][2]:.3f}  {time.time() - t0:.0f}s")
-            if step >= recipe.steps or (time_limit is not None and time.time() - t0 >= time_limit): break
-    info = dict(recipe=asdict(recipe), steps_run=step, seconds=round(time.time() - t0), history=hist,
+                valid = evaluate_lm(model, data.xv, data.yv, recipe.bs, recipe.eval_batches)
+                hist.append((step, loss.item(), valid))
+                took = time.time() - t0
+                log(f"step {step:5d}  train {hist[-1][1]:.3f}  valid {valid:.3f}  {took:.0f}s")
+            if step >= recipe.steps or out_of_time(): break
+    info = dict(recipe=asdict(recipe), steps_run=step, seconds=round(time.time() - t0),
+                history=hist,
                 valid_loss=evaluate_lm(model, data.xv, data.yv, recipe.bs),
                 unigram_loss=unigram_loss(data.xt, data.xv, tok.vocab_size), tokenizer='byte')
     if out is not None: save_base(model, info, out)
@@ -117,5 +144,7 @@ def base_path()->Path:
 
 def load_base(dtype='float32', device=None, quantize:bool|dict=False)->Llama:
     "Load lorakit's pretrained byte-level Shakespeare Llama."
-    if not (base_path()/'config.json').exists(): raise FileNotFoundError(f"no pretrained base at {base_path()}: reinstall lorakit, or run lorakit-pretrain --out {base_path()}")
+    if not (base_path()/'config.json').exists():
+        raise FileNotFoundError(f"no pretrained base at {base_path()}: reinstall lorakit, "
+                                f"or run lorakit-pretrain --out {base_path()}")
     return Llama.from_pretrained(base_path(), dtype=dtype, device=device, quantize=quantize)

@@ -4,22 +4,24 @@
 
 # %% ../nbs/07_train.ipynb #e36cd8b1
 from __future__ import annotations
-import contextlib, hashlib, json, math, random, shutil, signal, sys, tempfile, threading, time
+import contextlib, errno, hashlib, json, math, os, random, shutil, signal, sys, tempfile
+import threading, time
 from dataclasses import dataclass, asdict, fields
 from pathlib import Path
 import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
 from .core import *
+from .core import _tmp_name
 from .inject import lora_state_dict
 from .model import Llama, LlamaConfig, GGUFFile, gguf_config, generate
 from .data import *
-from .pretrain import lr_at, evaluate_lm, base_path
+from .pretrain import lr_at, evaluate_lm, eval_rows, base_path
 
 # %% auto #0
-__all__ = ['RUN_FILES', 'TrainConfig', 'job_docs', 'job_dtype', 'one_cycle_lr', 'lr_schedule', 'lm_loss', 'span',
+__all__ = ['RUN_FILES', 'RUN_MARK', 'TrainConfig', 'job_docs', 'job_dtype', 'one_cycle_lr', 'lr_schedule', 'lm_loss', 'span',
            'backward_tokens', 'grad_checkpointing', 'compile_layers', 'Progress', 'rng_state', 'set_rng_state',
-           'fingerprint', 'save_checkpoint', 'read_checkpoint', 'load_checkpoint', 'FileCheckpoint', 'OneProcess',
-           'prepare_run_dir', 'TrainingStopped', 'stop_on_sigint', 'LoopState', 'Callback', 'NonFiniteError', 'train',
-           'plot_history', 'sample_text']
+           'fingerprint', 'save_torch', 'save_checkpoint', 'read_checkpoint', 'load_checkpoint', 'FileCheckpoint',
+           'OneProcess', 'prepare_run_dir', 'TrainingStopped', 'stop_on_sigint', 'LoopState', 'Callback',
+           'NonFiniteError', 'train', 'plot_history', 'sample_text']
 
 # %% ../nbs/07_train.ipynb #8ea25d67
 _quants, _schedules, _losses = ('nf4', 'none'), ('cosine', 'onecycle'), ('auto', 'chunked', 'plain')
@@ -31,14 +33,22 @@ def _compile_backends()->list:
 
 @dataclass
 class TrainConfig:
-    "Every setting of a fine-tune: what `lorakit-train` fills from its flags, saves with the run, and checks on resume."
-    model:str|None=None # a local Llama checkpoint directory; None: lorakit's shipped Shakespeare base
-    data:list|None=None # .txt or .jsonl files, or directories of them; None: Python's reference docs
+    "Every setting of a fine-tune: `lorakit-train`'s flags, kept with the run, checked on resume."
+    # a local Llama checkpoint directory; None: lorakit's shipped Shakespeare base
+    model:str|None=None
+    # .txt or .jsonl files, or directories of them; None: Python's reference docs
+    data:list|None=None
     field:str='text' # the key of each .jsonl line that holds the text
-    chat:bool|None=None # train on conversations (13_sft): the model's chat template, the loss on the assistant's tokens; None: if the first .jsonl line holds 'messages', or 'prompt' and 'completion'
+    # train on conversations (13_sft): the model's chat template, the loss on the assistant's
+    # tokens; None: if the first .jsonl line holds 'messages', or 'prompt' and 'completion'
+    chat:bool|None=None
     all_tokens:bool=False # with chat data: the loss on every token, not only the assistant's
-    pack:bool=False # with chat data: several whole conversations a row, kept apart by doc_ids; else one a row, padded
-    on_bad:str='stop' # with chat data: 'stop' at a conversation that can't be trained on, naming its line, or 'skip' it
+    # with chat data: several whole conversations a row, kept apart by doc_ids;
+    # else one a row, padded
+    pack:bool=False
+    # with chat data: 'stop' at a conversation that can't be trained on, naming its line,
+    # or 'skip' it
+    on_bad:str='stop'
     quant:str='nf4' # 'nf4' (QLoRA: the base in 4 bits) or 'none' (LoRA on the full-precision base)
     dtype:str='auto' # the base's dtype: 'auto' is bf16 on a GPU that supports it, else float32
     r:int=8 # LoRA rank
@@ -56,98 +66,141 @@ class TrainConfig:
     clip:float=1.0 # clip the total gradient norm to this
     weight_decay:float=0.0 # AdamW's weight decay
     grad_ckpt:bool=False # recompute activations in backward, for memory
-    compile:str='off' # 'on': each decoder layer under torch.compile (inductor), for faster steps after a compile of seconds to a minute; or the name of another torch.compile backend
-    loss:str='auto' # 'chunked' (never holds the full logits), 'plain', or 'auto': chunked where the vocabulary is over twice the hidden size (10_memory; the job picks it, `train` takes a `loss_fn`)
+    # 'on': each decoder layer under torch.compile (inductor), for faster steps after a compile of
+    # seconds to a minute; or the name of another torch.compile backend
+    compile:str='off'
+    # 'chunked' (never holds the full logits), 'plain', or 'auto': chunked where the vocabulary is
+    # over twice the hidden size (10_memory; the job picks it, `train` takes a `loss_fn`)
+    loss:str='auto'
     autocast:bool|None=None # bf16 autocast; None: on for a GPU that supports bf16
-    eval_every:int|None=None # validate every this many steps; None: five times a run (only at the end of a run under 25 steps)
-    eval_batches:int=10 # batches per validation
-    samples:int|None=None # tokens in each sample of samples.txt (before and after); None: 120, or 4 a step for a shorter run; 0: none
+    # validate every this many steps (and before the first, with a run directory);
+    # None: five times a run (only at the end of a run under 25 steps)
+    eval_every:int|None=None
+    # batches of `bs` rows per validation, spread evenly over the held-out rows
+    # (06a's `eval_rows`); None: every held-out row
+    eval_batches:int|None=None
+    # tokens in each sample of samples.txt (before and after);
+    # None: 120, or 4 a step for a shorter run; 0: none
+    samples:int|None=None
     save_every:int=100 # checkpoint every this many steps (and at the end, and on Ctrl-C)
     seed:int=0 # seed of the LoRA init, the data split and order, and dropout
     out:str|None=None # the run directory; None writes nothing
     device:str|None=None # 'cpu', 'cuda', 'cuda:1'; None: the GPU if there is one
-    fsdp:bool=False # shard the model over the processes torchrun starts, one per GPU or CPU rank (11_fsdp)
-    cpu_offload:bool=False # with --fsdp on GPUs: keep the parameter shards in host memory, moved to the GPU as each layer runs
-    dist_timeout:float=600 # with --fsdp: seconds a rank waits for the others in a collective before it fails
+    # shard the model over the processes torchrun starts, one per GPU or CPU rank (11_fsdp)
+    fsdp:bool=False
+    # with --fsdp on GPUs: keep the parameter shards in host memory,
+    # moved to the GPU as each layer runs
+    cpu_offload:bool=False
+    # with --fsdp: seconds a rank waits for the others in a collective before it fails
+    dist_timeout:float=600
 
     def __post_init__(self): _check_config(self)
 
 # %% ../nbs/07_train.ipynb #a5faabd9
 def _is_int(v, lo:int=1)->bool: return type(v) is int and v >= lo
-def _is_num(v)->bool: return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+def _is_num(v)->bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 def _check_config(c:TrainConfig):
     "Raise a ValueError naming the flag, for the first setting of `c` that can't work."
-    for k in ('steps', 'bs', 'grad_accum', 'save_every', 'eval_batches', 'r'): check_arg(f'--{k.replace("_", "-")}', getattr(c, k), _is_int(getattr(c, k)), 'an int >= 1')
+    for k in ('steps', 'bs', 'grad_accum', 'save_every', 'r'):
+        check_arg(f'--{k.replace("_", "-")}', getattr(c, k), _is_int(getattr(c, k)), 'an int >= 1')
+    for k in ('eval_every', 'eval_batches'):
+        v = getattr(c, k)
+        check_arg(f'--{k.replace("_", "-")}', v, v is None or _is_int(v), 'an int >= 1')
     check_arg('--samples', c.samples, c.samples is None or _is_int(c.samples, 0), 'an int >= 0')
     check_arg('--seq-len', c.seq_len, _is_int(c.seq_len, 2), 'an int >= 2')
     check_arg('--warmup', c.warmup, _is_int(c.warmup, 0), 'an int >= 0')
-    check_arg('--eval-every', c.eval_every, c.eval_every is None or _is_int(c.eval_every), 'an int >= 1')
-    for k in ('lr', 'alpha', 'clip'): check_arg(f'--{k}', getattr(c, k), _is_num(getattr(c, k)) and getattr(c, k) > 0, 'a number > 0')
-    check_arg('--weight-decay', c.weight_decay, _is_num(c.weight_decay) and c.weight_decay >= 0, 'a number >= 0')
-    check_arg('--dropout', c.dropout, _is_num(c.dropout) and 0 <= c.dropout < 1, 'a number in [0, 1)')
+    for k in ('lr', 'alpha', 'clip'):
+        v = getattr(c, k)
+        check_arg(f'--{k}', v, _is_num(v) and v > 0, 'a number > 0')
+    check_arg('--weight-decay', c.weight_decay, _is_num(c.weight_decay) and c.weight_decay >= 0,
+              'a number >= 0')
+    check_arg('--dropout', c.dropout, _is_num(c.dropout) and 0 <= c.dropout < 1,
+              'a number in [0, 1)')
     check_arg('--quant', c.quant, c.quant in _quants, f'one of {_quants}')
     check_arg('--schedule', c.schedule, c.schedule in _schedules, f'one of {_schedules}')
     check_arg('--loss', c.loss, c.loss in _losses, f'one of {_losses}')
     check_arg('--on-bad', c.on_bad, c.on_bad in ('stop', 'skip'), "'stop' or 'skip'")
-    check_arg('--dist-timeout', c.dist_timeout, _is_num(c.dist_timeout) and c.dist_timeout > 0, 'a number of seconds > 0')
-    if c.cpu_offload and not c.fsdp: raise ValueError("--cpu-offload offloads the shards of a sharded run: add --fsdp (under torchrun), or leave it off")
-    check_arg('--compile', c.compile, isinstance(c.compile, str) and (c.compile in ('on', 'off') or c.compile in _compile_backends()),
+    check_arg('--dist-timeout', c.dist_timeout, _is_num(c.dist_timeout) and c.dist_timeout > 0,
+              'a number of seconds > 0')
+    if c.cpu_offload and not c.fsdp:
+        raise ValueError("--cpu-offload offloads the shards of a sharded run: "
+                         "add --fsdp (under torchrun), or leave it off")
+    ok = isinstance(c.compile, str) and (c.compile in ('on', 'off')
+                                         or c.compile in _compile_backends())
+    check_arg('--compile', c.compile, ok,
               "'on', 'off', or a torch.compile backend (torch._dynamo.list_backends())")
-    if c.compile != 'off' and c.fsdp: raise ValueError("--compile doesn't work with --fsdp yet: leave one of them off")
+    if c.compile != 'off' and c.fsdp:
+        raise ValueError("--compile doesn't work with --fsdp yet: leave one of them off")
     if c.dtype != 'auto': get_dtype(c.dtype)  # raises, naming the dtypes it knows
 
 # %% ../nbs/07_train.ipynb #415aeada
+_TAKES = "--model takes a Hugging Face Llama checkpoint directory or a .gguf file"
+
 def _model_dir(cfg:TrainConfig)->Path:
-    "The checkpoint `cfg` names (a directory, or a llama.cpp .gguf file): `cfg.model`, or the shipped base."
+    "The checkpoint `cfg` names (a directory, or a .gguf file): `cfg.model`, or the shipped base."
     d = Path(cfg.model) if cfg.model else base_path()
     if d.suffix == '.gguf':
-        if not d.is_file(): raise FileNotFoundError(f"{d} not found: --model takes a Hugging Face Llama checkpoint directory or a .gguf file")
+        if not d.is_file(): raise FileNotFoundError(f"{d} not found: {_TAKES}")
         return d
-    if not (d/'config.json').is_file(): raise FileNotFoundError(f"no config.json in {d}: --model takes a Hugging Face Llama checkpoint directory or a .gguf file")
+    if not (d/'config.json').is_file(): raise FileNotFoundError(f"no config.json in {d}: {_TAKES}")
     return d
+
+def _inputs(cfg:TrainConfig)->list[tuple[str, Path]]:
+    "What a run of `cfg` reads, which its `out` must keep apart from: the model and the data paths."
+    m = Path(cfg.model) if cfg.model else base_path()
+    model = ('the model' if m.suffix == '.gguf' else 'the model directory', m)
+    return [model] + [('the data', Path(p)) for p in cfg.data or []]
 
 def _read_config(d:Path)->LlamaConfig:
     "The model's config, from the checkpoint's config.json or the GGUF file's metadata."
     if d.suffix == '.gguf': return gguf_config(GGUFFile(d))
     try: return LlamaConfig.from_dict(json.loads((d/'config.json').read_text()))
-    except json.JSONDecodeError as e: raise ValueError(f"{d/'config.json'} is not valid JSON ({e.msg}, line {e.lineno}): the checkpoint is damaged") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{d/'config.json'} is not valid JSON ({e.msg}, line {e.lineno}): "
+                         f"the checkpoint is damaged") from None
 
 def job_docs(cfg:TrainConfig)->list[str]:
     "The documents of `cfg.data` (files or directories), or Python's reference docs."
     return [d for f in cfg.data for d in read_texts(f, cfg.field)] if cfg.data else pydoc_docs()
 
 def job_dtype(dtype:str, device:torch.device)->torch.dtype:
-    "The base's dtype: 'auto' is bf16 on a GPU that supports it and float32 elsewhere; else `dtype` itself."
+    "The base's dtype: 'auto' is bf16 on a GPU that supports it, else float32; or `dtype` itself."
     if dtype != 'auto': return get_dtype(dtype)
-    return torch.bfloat16 if device.type == 'cuda' and torch.cuda.is_bf16_supported() else torch.float32
+    bf16 = device.type == 'cuda' and torch.cuda.is_bf16_supported()
+    return torch.bfloat16 if bf16 else torch.float32
 
 # %% ../nbs/07_train.ipynb #e57b6db6
 def one_cycle_lr(step:int, steps:int, lr:float, pct:float=0.25)->float:
-    "One-cycle: cosine up from lr/25 to `lr` over the first `pct` of `steps`, then cosine down to lr/1e4."
+    "One-cycle: cosine up from lr/25 to `lr` over the first `pct` of `steps`, then down to lr/1e4."
     up = max(1, round(pct * steps))
     cos = lambda a, b, t: b + (a - b) * 0.5 * (1 + math.cos(math.pi * t))
-    return cos(lr/25, lr, step/up) if step < up else cos(lr, lr/1e4, min(1., (step - up)/max(1, steps - up)))
+    if step < up: return cos(lr/25, lr, step/up)
+    return cos(lr, lr/1e4, min(1., (step - up)/max(1, steps - up)))
 
 def lr_schedule(kind:str, steps:int, lr:float, warmup:int=20):
     "A function from step to learning rate: 'cosine' (warm-up then cosine, `lr_at`) or 'onecycle'."
-    if kind not in _schedules: raise ValueError(f"schedule must be one of {_schedules}, got {kind!r}")
-    return (lambda s: lr_at(s, steps, lr, warmup)) if kind == 'cosine' else (lambda s: one_cycle_lr(s, steps, lr))
+    if kind not in _schedules:
+        raise ValueError(f"schedule must be one of {_schedules}, got {kind!r}")
+    if kind == 'cosine': return lambda s: lr_at(s, steps, lr, warmup)
+    return lambda s: one_cycle_lr(s, steps, lr)
 
 # %% ../nbs/07_train.ipynb #80aa6c36
 def lm_loss(model:nn.Module, x:torch.Tensor, y:torch.Tensor, reduction:str='mean',
-            doc_ids:torch.Tensor|None=None, # each position's document, for rows of whole documents side by side (`LMData.dt`)
+            doc_ids:torch.Tensor|None=None, # each position's document (`LMData.dt`)
            )->torch.Tensor:
-    "Next-token cross-entropy of `model` on inputs `x`, ignoring labels of -100: the mean over labelled tokens, or their 'sum'."
+    "Next-token cross-entropy, ignoring labels of -100: the mean over labelled tokens, or 'sum'."
     logits = model(x) if doc_ids is None else model(x, doc_ids=doc_ids)
-    return F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), ignore_index=-100, reduction=reduction)
+    return F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), ignore_index=-100,
+                           reduction=reduction)
 
 # %% ../nbs/07_train.ipynb #c191ef12
 @contextlib.contextmanager
 def span(name:str, # what the range is called in a trace, e.g. 'forward'
          nvtx:bool=False, # also push an NVTX range, for Nsight Systems on a GPU
         ):
-    "A named range around a phase of the loop: a `record_function` for `torch.profiler`, and an NVTX range if `nvtx`."
+    "A named range around a phase of the loop: a `record_function`, and an NVTX range if `nvtx`."
     with torch.profiler.record_function(name):
         if nvtx: torch.cuda.nvtx.range_push(name)
         try: yield
@@ -156,34 +209,39 @@ def span(name:str, # what the range is called in a trace, e.g. 'forward'
 
 # %% ../nbs/07_train.ipynb #0d705b82
 def backward_tokens(model:nn.Module, # the model being trained
-                    batches:list, # the (x, y) or (x, y, doc_ids) micro-batches of one optimizer step
-                    amp=contextlib.nullcontext(), # a context to run forward in, such as `torch.autocast`
-                    loss_fn=lm_loss, # `loss_fn(model, x, y, 'sum', doc_ids=...)`: `lm_loss`, or 10_memory's `chunked_lm_loss`
+                    batches:list, # the (x, y) or (x, y, doc_ids) micro-batches of one step
+                    amp=contextlib.nullcontext(), # a context for forward, e.g. `torch.autocast`
+                    loss_fn=lm_loss, # `lm_loss`, or 10_memory's `chunked_lm_loss`
                    )->float:
-    "Backpropagate the mean loss over every labelled token of `batches`, one micro-batch at a time; return that mean."
+    "Backpropagate the mean loss over every labelled token of `batches`, a micro-batch at a time."
     n = sum(int((b[1] != -100).sum()) for b in batches)
     dev, loss = next(model.parameters()).device, 0.
     for x, y, *d in batches:
         kw = dict(doc_ids=d[0].to(dev)) if d else {}
-        with span('forward', dev.type == 'cuda'), amp: l = loss_fn(model, x.to(dev), y.to(dev), 'sum', **kw) / max(n, 1)
+        with span('forward', dev.type == 'cuda'), amp:
+            l = loss_fn(model, x.to(dev), y.to(dev), 'sum', **kw) / max(n, 1)
         with span('backward', dev.type == 'cuda'): l.backward()
         loss += l.item()
     return loss
 
 # %% ../nbs/07_train.ipynb #3b7ce317
 def grad_checkpointing(model:Llama, on:bool=True)->Llama:
-    "Recompute each decoder layer's activations in backward instead of keeping them (non-reentrant); `on=False` undoes it."
-    if not hasattr(model, 'grad_ckpt'): raise ValueError(f"{type(model).__name__} has no grad_ckpt switch: gradient checkpointing here works on lorakit's Llama")
+    "Recompute each decoder layer's activations in backward (non-reentrant); `on=False` undoes it."
+    if not hasattr(model, 'grad_ckpt'):
+        raise ValueError(f"{type(model).__name__} has no grad_ckpt switch: "
+                         f"gradient checkpointing here works on lorakit's Llama")
     model.grad_ckpt = on
     return model
 
 # %% ../nbs/07_train.ipynb #2b44dcb7
 def compile_layers(model:Llama, # lorakit's Llama (or a model with its `model.layers`)
-                   backend:str='inductor', # a torch.compile backend: inductor generates fused code; aot_eager only traces
+                   backend:str='inductor', # inductor generates fused code; aot_eager only traces
                   )->Llama:
-    "Put each decoder layer of `model` under `torch.compile`, in place: the same maths, with elementwise work fused."
+    "Put each decoder layer of `model` under `torch.compile`, in place: the same maths, fused."
     layers = getattr(getattr(model, 'model', None), 'layers', None)
-    if layers is None: raise ValueError(f"{type(model).__name__} has no model.layers: compile_layers compiles the decoder layers of lorakit's Llama")
+    if layers is None:
+        raise ValueError(f"{type(model).__name__} has no model.layers: "
+                         f"compile_layers compiles the decoder layers of lorakit's Llama")
     for layer in layers: layer.compile(backend=backend)
     return model
 
@@ -191,33 +249,40 @@ def compile_layers(model:Llama, # lorakit's Llama (or a model with its `model.la
 class Progress:
     "A one-line progress bar, redrawn with `\\r`: works in a terminal and in a notebook."
     def __init__(self, total:int, start:int=0, out=None, width:int=24):
-        self.total, self.start, self.out, self.width, self.t0 = total, start, out or sys.stderr, width, time.time()
+        self.total, self.start, self.out, self.width = total, start, out or sys.stderr, width
+        self.t0 = time.time()
     def update(self, step:int, **metrics):
         done = int(self.width * step / self.total)
         rate = (step - self.start) / max(time.time() - self.t0, 1e-9)
         ms = ' '.join(f"{k} {v:.4g}" for k, v in metrics.items())
-        self.out.write(f"\r[{'#'*done}{'.'*(self.width - done)}] {step}/{self.total} {rate:.2f} it/s {ms}")
+        bar = '#'*done + '.'*(self.width - done)
+        self.out.write(f"\r[{bar}] {step}/{self.total} {rate:.2f} it/s {ms}")
         if step >= self.total: self.out.write('\n')
         self.out.flush()
 
 # %% ../nbs/07_train.ipynb #bec08c56
 def rng_state()->dict:
-    "The states of torch's (CPU and CUDA), Python's and NumPy's generators, in types `torch.load(weights_only=True)` accepts."
+    "Torch's (CPU, CUDA), Python's and NumPy's generator states, as `weights_only` loads them."
     name, keys, pos, has_gauss, gauss = np.random.get_state()
-    st = dict(torch=torch.get_rng_state(), python=random.getstate(), numpy=(name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss))
+    st = dict(torch=torch.get_rng_state(), python=random.getstate(),
+              numpy=(name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss))
     if torch.cuda.is_available(): st['cuda'] = torch.cuda.get_rng_state_all()
     return st
 
 def set_rng_state(st:dict):
-    "Restore generator states saved by `rng_state`; CUDA states are restored where the same number of GPUs is visible."
-    torch.set_rng_state(st['torch']); random.setstate(st['python'])
+    "Restore `rng_state`'s states; CUDA's where the same number of GPUs is visible."
+    torch.set_rng_state(st['torch'])
+    random.setstate(st['python'])
     name, keys, pos, has_gauss, gauss = st['numpy']
     np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
-    if 'cuda' in st and torch.cuda.is_available() and len(st['cuda']) == torch.cuda.device_count(): torch.cuda.set_rng_state_all(st['cuda'])
+    if 'cuda' in st and torch.cuda.is_available() and len(st['cuda']) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(st['cuda'])
 
 # %% ../nbs/07_train.ipynb #af2129a3
 _CKPT_KEYS = ('step', 'lora', 'optimizer', 'loader', 'rng', 'history', 'config', 'data')
-_MAY_CHANGE = ('out', 'device', 'save_every', 'eval_every', 'eval_batches', 'samples', 'data', 'cpu_offload', 'dist_timeout')  # a resumed run may change these; data is compared by its rows
+# a resumed run may change these; data is compared by its rows
+_MAY_CHANGE = ('out', 'device', 'save_every', 'eval_every', 'eval_batches', 'samples', 'data',
+               'cpu_offload', 'dist_timeout')
 
 def fingerprint(*ts:torch.Tensor|None)->str:
     "A SHA-256 of the bytes of `ts` (None skipped): the same rows give the same fingerprint."
@@ -226,92 +291,173 @@ def fingerprint(*ts:torch.Tensor|None)->str:
         if t is not None: h.update(t.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()
 
-def save_checkpoint(path:Path, model:nn.Module, opt, loader:PackedLoader, step:int, history:list, config:dict, data:str):
-    "Write the training state to `path` atomically, with the run's `config` and the `fingerprint` of its training rows."
-    state = dict(step=step, lora=lora_state_dict(model), optimizer=opt.state_dict(), loader=loader.state_dict(), rng=rng_state(),
-                 history=history, config=config, data=data)
-    with atomic_path(path) as t: torch.save(state, t)
+def save_torch(obj, path:Path):
+    "`torch.save`, whose writer's failures (a full disk) raise an `OSError`, as other writes' do."
+    try: torch.save(obj, path)
+    except RuntimeError as e:  # the zip writer's: '[enforce fail at inline_container.cc:...] ...'
+        msg = str(e).strip().splitlines()[0]
+        if 'inline_container' not in msg and 'PytorchStreamWriter' not in msg: raise
+        raise OSError(errno.EIO, f"torch.save's writer failed, as on a full disk: {msg}") from None
+
+def save_checkpoint(path:Path, model:nn.Module, opt, loader:PackedLoader, step:int, history:list,
+                    config:dict, data:str):
+    "Write the training state to `path` atomically, with the run's `config` and data `fingerprint`."
+    state = dict(step=step, lora=lora_state_dict(model), optimizer=opt.state_dict(),
+                 loader=loader.state_dict(), rng=rng_state(), history=history, config=config,
+                 data=data)
+    with atomic_path(path) as t: save_torch(state, t)
 
 # %% ../nbs/07_train.ipynb #a43404ee
 _DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
+_NEW_RUN = "or start a new run (--overwrite, or another --out)"
 
 def _check_same_run(path, state:dict, config:dict, data:str):
     "Raise, naming the first setting that differs, if the checkpoint at `path` is from another run."
     for k, v in config.items():
-        old = state['config'].get(k, _DEFAULTS.get(k))  # a setting added since the checkpoint was written had its default
+        old = state['config'].get(k, _DEFAULTS.get(k))  # a setting added since had its default
         if k not in _MAY_CHANGE and old != v:
-            raise ValueError(f"{path} was trained with {k}={old!r}, not {v!r}: resume with the same --{k.replace('_', '-')}, "
-                             f"or start a new run (--overwrite, or another --out)")
-    if state['data'] != data: raise ValueError(f"{path} was trained on other rows: the data files, --field or --seq-len changed since. "
-                                               f"Resume with the same data, or start a new run (--overwrite, or another --out)")
+            raise ValueError(f"{path} was trained with {k}={old!r}, not {v!r}: "
+                             f"resume with the same --{k.replace('_', '-')}, {_NEW_RUN}")
+    if state['data'] != data:
+        raise ValueError(f"{path} was trained on other rows: the data files, --field or --seq-len "
+                         f"changed since. Resume with the same data, {_NEW_RUN}")
 
 def read_checkpoint(path:Path, config:dict, data:str)->dict:
-    "The training state in `path`, once it is known to be a lorakit checkpoint of the run with this `config` and `data` fingerprint."
-    if not Path(path).exists(): raise FileNotFoundError(f"no checkpoint at {path}: run once without --resume first")
+    "The training state in `path`, once known to be a checkpoint of this run (`config`, `data`)."
+    if not Path(path).exists():
+        raise FileNotFoundError(f"no checkpoint at {path}: run once without --resume first")
     try: state = torch.load(path, weights_only=True)
-    except Exception as e: raise ValueError(f"{path} is not a readable lorakit checkpoint ({type(e).__name__}): delete it, or start without --resume") from None
+    except Exception as e:
+        raise ValueError(f"{path} is not a readable lorakit checkpoint ({type(e).__name__}): "
+                         f"delete it, or start without --resume") from None
     if not isinstance(state, dict) or (missing := [k for k in _CKPT_KEYS if k not in state]):
-        raise ValueError(f"{path} is not a lorakit training checkpoint (it has no {missing[0] if isinstance(state, dict) else 'entries'!r}): start without --resume, or point --out at the run")
+        what = repr(missing[0]) if isinstance(state, dict) else 'entries'
+        raise ValueError(f"{path} is not a lorakit training checkpoint (it has no {what}): "
+                         f"start without --resume, or point --out at the run")
     _check_same_run(path, state, config, data)
     return state
 
-def load_checkpoint(path:Path, model:nn.Module, opt, loader:PackedLoader, config:dict, data:str)->tuple[int, list]:
-    "Check that `path` holds this run's state (same `config` and data), then restore it into `model`, `opt`, `loader` and the generators."
+def _check_lora_shapes(path, model:nn.Module, lora:dict):
+    "Raise, naming the rank or the layer, if the LoRA weights `lora` don't have `model`'s shapes."
+    now = lora_state_dict(model)
+    for k, v in lora.items():
+        if k not in now or now[k].shape == v.shape: continue
+        dim = 0 if k.endswith('.A') else 1  # A is (r, in), B is (out, r)
+        if v.shape[dim] != now[k].shape[dim]:
+            raise ValueError(f"{path} was trained with r={v.shape[dim]}, this run has "
+                             f"r={now[k].shape[dim]}: resume with the same --r, {_NEW_RUN}")
+        raise ValueError(f"{path} holds {k} of shape {tuple(v.shape)}, but this model's is "
+                         f"{tuple(now[k].shape)}: resume with the same --model, {_NEW_RUN}")
+
+def load_checkpoint(path:Path, model:nn.Module, opt, loader:PackedLoader, config:dict, data:str
+                   )->tuple[int, list]:
+    "Check that `path` holds this run's state, then restore it: `model`, `opt`, `loader`, the RNGs."
     state = read_checkpoint(path, config, data)
+    _check_lora_shapes(path, model, state['lora'])
     missing, unexpected = model.load_state_dict(state['lora'], strict=False)
     if unexpected or any(k.endswith(('.A', '.B')) for k in missing):
-        raise ValueError(f"{path} holds LoRA weights for a different model or targets: unexpected {unexpected[:3]}")
-    try: opt.load_state_dict(state['optimizer']); loader.load_state_dict(state['loader'])
-    except (ValueError, KeyError) as e: raise ValueError(f"{path} holds an optimizer or loader state that doesn't fit this run ({e})") from None
+        raise ValueError(f"{path} holds LoRA weights for a different model or targets: "
+                         f"unexpected {unexpected[:3]}")
+    try:
+        opt.load_state_dict(state['optimizer'])
+        loader.load_state_dict(state['loader'])
+    except (ValueError, KeyError) as e:
+        raise ValueError(f"{path} holds an optimizer or loader state that doesn't fit this run "
+                         f"({e})") from None
     set_rng_state(state['rng'])
     return state['step'], state['history']
 
 class FileCheckpoint:
-    "The training state as one file, `checkpoint.pt` in the run directory, written atomically by `save_checkpoint`."
+    "The training state as one file in the run directory, `checkpoint.pt`: `save_checkpoint`'s."
     name = 'checkpoint.pt'
     def save(self, out:Path, model, opt, loader, step:int, history:list, config:dict, data:str):
         save_checkpoint(out/self.name, model, opt, loader, step, history, config, data)
     def load(self, out:Path, model, opt, loader, config:dict, data:str)->tuple[int, list]:
         return load_checkpoint(out/self.name, model, opt, loader, config, data)
     def check(self, out:Path, config:dict, data:str):
-        "Raise if `out` holds no checkpoint of this run; cheap, so a job can call it before loading a model."
+        "Raise if `out` holds no checkpoint of this run; cheap: a job calls it before loading."
         if (Path(out)/'checkpoint').is_dir() and not (Path(out)/self.name).exists():
-            raise ValueError(f"{out} holds a sharded checkpoint (checkpoint/): resume it under torchrun with --fsdp")
+            raise ValueError(f"{out} holds a sharded checkpoint (checkpoint/): "
+                             f"resume it under torchrun with --fsdp")
         read_checkpoint(Path(out)/self.name, config, data)
 
 class OneProcess:
-    "How `train` runs in one process: it writes the run's files, keeps a `FileCheckpoint`, and decides alone when to stop. 11_fsdp's `Sharded` is its counterpart for a run under torchrun."
+    "How `train` runs in one process: it writes the run's files, and decides alone when to stop."
     main, checkpoint = True, FileCheckpoint()
-    def any(self, flag:bool)->bool: return flag  # with several processes: true if it is true on any of them
+    def any(self, flag:bool)->bool: return flag  # with several processes: true if true on any
 
 # %% ../nbs/07_train.ipynb #d668a6f0
-RUN_FILES = ('config.json', 'metrics.jsonl', 'checkpoint.pt', 'checkpoint', 'ranks.json', 'curves.png', 'samples.txt', 'adapter',
-             'grad_norms.json', 'grad_norms.png', 'spikes.jsonl', 'activations.json', 'activations.png', 'trace.json', 'profile.txt')  # checkpoint/ and ranks.json: a sharded run's (11_fsdp); the last seven: the instruments' (09)
+# checkpoint/ and ranks.json: a sharded run's (11_fsdp); the last seven: the instruments' (09)
+RUN_FILES = ('config.json', 'metrics.jsonl', 'checkpoint.pt', 'checkpoint', 'ranks.json',
+             'curves.png', 'samples.txt', 'adapter', 'grad_norms.json', 'grad_norms.png',
+             'spikes.jsonl', 'activations.json', 'activations.png', 'trace.json', 'profile.txt')
+RUN_MARK = '.lorakit-run'  # in every run directory lorakit makes: --overwrite deletes in no other
+
+def _check_apart(out:Path, inputs:list):
+    "Raise if `out` (links resolved) is, lies inside or holds one of `inputs`: what a run reads."
+    o = out.resolve()
+    link = f" (which resolves to {o})" if str(o) != os.path.abspath(out) else ''
+    for what, p in inputs:
+        p = Path(p).resolve()
+        if o == p: how = 'is'
+        elif p in o.parents: how = 'is inside'
+        elif o in p.parents: how = 'holds'
+        else: continue
+        raise ValueError(f"--out {out}{link} {how} {what} {p}: a run writes apart from what it "
+                         f"reads, which --overwrite could delete; pick another --out")
 
 def _check_writable(d:Path):
     "Raise a one-line error if `d` can't be created or written to."
     try:
         d.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=d): pass
-    except OSError as e: raise OSError(e.errno, f"can't write to {d} ({e.strerror}): pick another --out") from None
+    except OSError as e:
+        raise OSError(e.errno, f"can't write to {d} ({e.strerror}): pick another --out") from None
+
+def _is_run(names:set)->bool:
+    "Whether a directory of `names` is a lorakit run: marked, or (older) unmarked, run files only."
+    if RUN_MARK in names: return True
+    return names <= set(RUN_FILES) and {'config.json', 'metrics.jsonl'} <= names
+
+def _clear(out:Path, log=print):
+    "Remove the run files in `out`, and say which."
+    gone = [n + '/'*(out/n).is_dir() for n in RUN_FILES if (out/n).exists() or (out/n).is_symlink()]
+    for n in gone:
+        p = out/n.rstrip('/')
+        if p.is_dir() and not p.is_symlink(): shutil.rmtree(p)
+        else: p.unlink()
+    if gone: log(f"--overwrite: removed the run in {out}: {' '.join(gone)}")
+
+def _mark(out:Path):
+    if (out/RUN_MARK).exists(): return
+    with atomic_path(out/RUN_MARK) as t: t.write_text("a lorakit run: --overwrite may replace it\n")
 
 def prepare_run_dir(out:str|Path, # the run directory
                     resume:bool=False, # continue the run in `out` from its checkpoint
                     overwrite:bool=False, # replace the run in `out`
-                    checkpoint:str='checkpoint.pt', # the name of the run's checkpoint in `out`, which `resume` needs
+                    checkpoint:str='checkpoint.pt', # the run's checkpoint, which `resume` needs
+                    inputs:list=(), # (what, path) pairs the run reads, which `out` must keep apart
+                    log=print, # where the line saying what `overwrite` removed goes
                    )->Path:
-    "Make `out` ready for a run: writable, without stale temporary files, and holding no other run unless asked."
-    out = Path(out); _check_writable(out); clean_tmp(out)
-    if resume:
-        if not (out/checkpoint).exists(): raise FileNotFoundError(f"no checkpoint in {out}: there is nothing to resume; run once without --resume first")
-        return out
-    if (have := sorted(p.name for p in out.iterdir())) and not overwrite:
-        raise ValueError(f"{out} is not empty ({', '.join(have[:4])}{', …' if len(have) > 4 else ''}): continue its run with --resume, "
+    "Make `out` ready for a run: apart from its `inputs`, writable, marked, holding no other run."
+    out = Path(out)
+    _check_apart(out, inputs)
+    _check_writable(out)
+    names = {p.name for p in out.iterdir() if p.is_dir() or not _tmp_name.fullmatch(p.name)}
+    have = sorted(names - {RUN_MARK})
+    if resume and not (out/checkpoint).exists():
+        raise FileNotFoundError(f"no checkpoint in {out}: there is nothing to resume; "
+                                f"run once without --resume first")
+    if have and not (resume or overwrite):
+        listed = ', '.join(have[:4]) + (', …' if len(have) > 4 else '')
+        raise ValueError(f"{out} is not empty ({listed}): continue its run with --resume, "
                          f"replace it with --overwrite, or pick another --out")
-    for name in RUN_FILES:
-        p = out/name
-        if p.is_dir(): shutil.rmtree(p)
-        elif p.exists(): p.unlink()
+    if have and not (resume or _is_run(names)):
+        raise ValueError(f"{out} is not a lorakit run directory (it has no {RUN_MARK}), and "
+                         f"--overwrite deletes only in a run: pick another --out, or empty it")
+    clean_tmp(out)
+    if not resume: _clear(out, log)
+    _mark(out)
     return out
 
 # %% ../nbs/07_train.ipynb #23ed4777
@@ -322,15 +468,19 @@ def _sigint_handler(stop:threading.Event):
     "A SIGINT handler: the first Ctrl-C sets `stop`, a second one raises `KeyboardInterrupt`."
     def handler(sig, frame):
         if stop.is_set(): raise KeyboardInterrupt
-        stop.set(); print("\nCtrl-C: stopping after this step, and saving it (Ctrl-C again stops at once)", file=sys.stderr)
+        stop.set()
+        print("\nCtrl-C: stopping after this step, and saving it (Ctrl-C again stops at once)",
+              file=sys.stderr)
     return handler
 
 @contextlib.contextmanager
 def stop_on_sigint(stop:threading.Event|None=None, # the flag to set; default: a new one
                   ):
-    "Inside the block, the first Ctrl-C only sets the yielded `stop` flag; a second one interrupts at once."
+    "Inside the block, the first Ctrl-C only sets the yielded `stop` flag; a second one interrupts."
     stop = stop or threading.Event()
-    if threading.current_thread() is not threading.main_thread(): yield stop; return  # only the main thread can take signals
+    if threading.current_thread() is not threading.main_thread():  # only it can take signals
+        yield stop
+        return
     old = signal.signal(signal.SIGINT, _sigint_handler(stop))
     try: yield stop
     finally: signal.signal(signal.SIGINT, old)
@@ -342,42 +492,64 @@ def _append(path:Path, text:str):
 def _write_text(path:Path, text:str):
     with atomic_path(path) as t: t.write_text(text)
 
+def _jsonl(recs:list)->str: return ''.join(json.dumps(r) + '\n' for r in recs)
+
 class _Run:
-    "The files `train` keeps in the run directory `out` (none if it is None), and what can truthfully be said about them."
+    "The files `train` keeps in the run directory `out` (none if None), and what is true of them."
     def __init__(self, out, config:dict, data:str, group=None):
-        self.out, self.config, self.data, self.saved, self.group = out and Path(out), config, data, None, group or OneProcess()
+        self.out, self.config, self.data = out and Path(out), config, data
+        self.saved, self.group = None, group or OneProcess()
+        self.head = []  # the step-0 record: kept in the checkpoint's history, not in `train`'s
 
     def note(self)->str:
         if self.out is None: return "nothing was saved (no run directory)"
-        if self.saved is None: return f"no checkpoint was saved in {self.out} yet, so there is nothing to resume"
-        return f"the checkpoint of step {self.saved} in {self.out} is intact: continue with --resume"
+        if self.saved is None:
+            return f"no checkpoint was saved in {self.out} yet, so there is nothing to resume"
+        return (f"the checkpoint of step {self.saved} in {self.out} is intact: "
+                f"continue with --resume")
 
     def _io(self, what:str, f):
         try: f()
-        except OSError as e: raise OSError(e.errno, f"could not write {what} ({e.strerror}); {self.note()}") from None
+        except OSError as e:
+            msg = f"could not write {what} ({e.strerror}); {self.note()}"
+            raise OSError(e.errno, msg) from None
 
     def start(self, model, opt, loader, resume:bool)->tuple[int, list]:
         if self.out is None: return 0, []
-        step, hist = self.group.checkpoint.load(self.out, model, opt, loader, self.config, self.data) if resume else (0, [])
+        ck = self.group.checkpoint
+        step, hist = 0, []
+        if resume: step, hist = ck.load(self.out, model, opt, loader, self.config, self.data)
+        self.head, hist = [h for h in hist if h['step'] == 0], [h for h in hist if h['step'] > 0]
         self.saved = step if resume else None
         if not self.group.main: return step, hist
-        self._io('config.json', lambda: _write_text(self.out/'config.json', json.dumps(self.config, indent=2)))
-        self._io('metrics.jsonl', lambda: _write_text(self.out/'metrics.jsonl', ''.join(json.dumps(h) + '\n' for h in hist)))
+        config, metrics = json.dumps(self.config, indent=2), _jsonl(self.head + hist)
+        self._io('config.json', lambda: _write_text(self.out/'config.json', config))
+        self._io('metrics.jsonl', lambda: _write_text(self.out/'metrics.jsonl', metrics))
         return step, hist
 
     def log(self, rec:dict):
-        if self.out and self.group.main: self._io(f"{self.out/'metrics.jsonl'}", lambda: _append(self.out/'metrics.jsonl', json.dumps(rec) + '\n'))
+        if rec['step'] == 0: self.head = [rec]
+        if not (self.out and self.group.main): return
+        path = self.out/'metrics.jsonl'
+        self._io(f"{path}", lambda: _append(path, _jsonl([rec])))
 
     def save(self, model, opt, loader, step:int, history:list):
         if self.out is None or self.saved == step: return
-        self._io(f"the checkpoint of step {step}", lambda: self.group.checkpoint.save(self.out, model, opt, loader, step, history, self.config, self.data))
+        ck, hist = self.group.checkpoint, self.head + history
+        self._io(f"the checkpoint of step {step}",
+                 lambda: ck.save(self.out, model, opt, loader, step, hist, self.config, self.data))
         self.saved = step
 
 # %% ../nbs/07_train.ipynb #30b735fd
 @dataclass
 class LoopState:
-    "What `train` shows its callbacks: the run's objects, and the current step's batches, loss and gradient norm."
-    model:nn.Module; params:list; opt:torch.optim.Optimizer; cfg:TrainConfig; out:Path|None; history:list
+    "What `train` shows its callbacks: the run's objects; the step's batches, loss and grad norm."
+    model:nn.Module
+    params:list
+    opt:torch.optim.Optimizer
+    cfg:TrainConfig
+    out:Path|None
+    history:list
     step:int=0 # the step being run, counting from 1; in `begin_fit`, the steps already done
     batches:list|None=None # the step's (x, y) micro-batches
     rows:list|None=None # the row indices of each micro-batch in the training rows
@@ -389,7 +561,7 @@ class LoopState:
     loss_fn:object=lm_loss # how each micro-batch's loss is computed
 
 class Callback:
-    "What `train` calls at each point of a run; an instrument overrides the events it needs. Each gets the `LoopState`."
+    "What `train` calls at each point of a run; an instrument overrides the events it needs."
     def begin_fit(self, s:LoopState): "Before the first step."
     def before_step(self, s:LoopState): "The step's batches are drawn, not yet run."
     def after_backward(self, s:LoopState): "Gradients are ready and not yet clipped."
@@ -397,7 +569,7 @@ class Callback:
     def end_fit(self, s:LoopState): "The run is over, or stopped, or failed."
 
 class NonFiniteError(ValueError):
-    "A loss, activation or gradient went NaN or infinite; the message says where, and what was saved."
+    "A loss, activation or gradient is NaN or infinite; the message says where, and what was saved."
 
 # %% ../nbs/07_train.ipynb #e4aebe9f
 def _batches(loader):
@@ -410,89 +582,142 @@ def _use_autocast(device)->bool: return device.type == 'cuda' and torch.cuda.is_
 
 def _to(t:torch.Tensor|None, dev)->torch.Tensor|None: return None if t is None else t.to(dev)
 
-def _eval_every(cfg:TrainConfig)->int: return cfg.eval_every or (max(1, cfg.steps // 5) if cfg.steps >= 25 else cfg.steps)
+def _eval_every(cfg:TrainConfig)->int:
+    return cfg.eval_every or (max(1, cfg.steps // 5) if cfg.steps >= 25 else cfg.steps)
+
+def _validate(model, data:LMData, cfg:TrainConfig)->float:
+    "The validation loss: over every held-out row, or `cfg.eval_batches` batches spread over them."
+    dev = next(model.parameters()).device
+    x, y, d = data.xv.to(dev), data.yv.to(dev), _to(data.dv, dev)
+    return evaluate_lm(model, x, y, cfg.bs, cfg.eval_batches, d)
+
+_NAN_FIX = "run with --nan-check (NaNTracer) to name the module that made it"
 
 def _step(s:LoopState, batches, loader:PackedLoader, sched, amp, cbs)->dict:
     "Run step `s.step + 1`, firing the callbacks' events on the way; return its record."
     s.step, s.skip, nvtx = s.step + 1, False, s.params[0].device.type == 'cuda'
-    with span('data', nvtx): s.batches, s.rows = map(list, zip(*[(next(batches), loader.rows) for _ in range(s.cfg.grad_accum)]))
+    with span('data', nvtx):
+        drawn = [(next(batches), loader.rows) for _ in range(s.cfg.grad_accum)]
+        s.batches, s.rows = map(list, zip(*drawn))
     _fire(cbs, 'before_step', s)
     for g in s.opt.param_groups: g['lr'] = sched(s.step - 1)
     s.loss = backward_tokens(s.model, s.batches, amp, s.loss_fn)
-    if not math.isfinite(s.loss): raise NonFiniteError(f"the loss is {s.loss} at step {s.step}: run with --nan-check (NaNTracer) to name the module that made it")
+    if not math.isfinite(s.loss):
+        raise NonFiniteError(f"the loss is {s.loss} at step {s.step}: {_NAN_FIX}")
     gn = torch.nn.utils.get_total_norm([p.grad for p in s.params if p.grad is not None])
     s.grad_norm = gn.item()
     _fire(cbs, 'after_backward', s)
+    if not (math.isfinite(s.grad_norm) or s.skip):  # its update would spread NaN into every weight
+        raise NonFiniteError(f"the gradient norm is {s.grad_norm} at step {s.step}, not finite, "
+                             f"so the step was not applied: --skip-spikes skips such steps; "
+                             f"or {_NAN_FIX}")
     with span('optimizer', nvtx):
-        torch.nn.utils.clip_grads_with_norm_(s.params, s.cfg.clip, gn)
-        if not s.skip: s.opt.step()
+        if not s.skip:
+            torch.nn.utils.clip_grads_with_norm_(s.params, s.cfg.clip, gn)
+            s.opt.step()
         s.opt.zero_grad(set_to_none=True)
-    return dict(step=s.step, loss=s.loss, lr=s.opt.param_groups[0]['lr'], grad_norm=s.grad_norm) | ({'skipped': True} if s.skip else {})
+    rec = dict(step=s.step, loss=s.loss, lr=s.opt.param_groups[0]['lr'], grad_norm=s.grad_norm)
+    return rec | ({'skipped': True} if s.skip else {})
 
 # %% ../nbs/07_train.ipynb #fe0db75e
+def _amp(cfg:TrainConfig, dev:torch.device):
+    "bf16 autocast where `cfg.autocast` says (by default on a GPU that supports it), else nothing."
+    on = cfg.autocast if cfg.autocast is not None else _use_autocast(dev)
+    return torch.autocast(dev.type, dtype=torch.bfloat16) if on else contextlib.nullcontext()
+
+def _run_step(s:LoopState, run:_Run, data:LMData, loader, batches, sched, amp, cbs)->dict:
+    "One step of `train`: run it; validate, log, and save a checkpoint when it is time."
+    cfg = s.cfg
+    s.rec = rec = _step(s, batches, loader, sched, amp, cbs)
+    if s.step % _eval_every(cfg) == 0 or s.step == cfg.steps:
+        rec['valid_loss'] = _validate(s.model, data, cfg)
+    _fire(cbs, 'after_step', s)
+    s.history.append(rec)
+    run.log(rec)
+    if s.step % cfg.save_every == 0 or s.step == cfg.steps or s.stop:
+        run.save(s.model, s.opt, loader, s.step, s.history)
+    return rec
+
 def train(model:nn.Module, # a model whose trainable parameters (the LoRA weights) will be trained
           data:LMData, # packed train and valid rows, from `lm_data`
-          cfg:TrainConfig|None=None, # the settings; `cfg.out` is the run directory (None writes nothing)
+          cfg:TrainConfig|None=None, # the settings; `cfg.out` is the run directory (None: no files)
           resume:bool=False, # continue the run in `cfg.out` from its checkpoint
           overwrite:bool=False, # replace a run already in `cfg.out`
           progress:bool=True, # draw a progress bar
           on_step=None, # `on_step(record)` is called after every step
-          stop:threading.Event|None=None, # set it to stop after the current step, saving it; Ctrl-C sets it too
+          stop:threading.Event|None=None, # set it to stop (and save) after the step; Ctrl-C does
           callbacks:list=(), # `Callback`s, called in order at each hook point
-          loss_fn=lm_loss, # `loss_fn(model, x, y, reduction)`; 10_memory's `chunked_lm_loss` never holds the full logits
-          group=None, # the processes the run is shared by: `OneProcess()` by default, or 11_fsdp's `Sharded` under torchrun
+          loss_fn=lm_loss, # `loss_fn(model, x, y, reduction)`, or 10_memory's `chunked_lm_loss`
+          group=None, # the processes that share the run: `OneProcess()`, or 11_fsdp's `Sharded`
+          before:float|None=None, # `model`'s validation loss, if measured already: step 0's record
          )->list[dict]:
-    "Train `model` on `data`; return one record per step: loss, lr, grad norm, and valid loss when measured."
-    cfg = cfg or TrainConfig(); set_seed(cfg.seed)
-    dev, params = next(model.parameters()).device, [p for p in model.parameters() if p.requires_grad]
+    "Train `model` on `data`; return a record per step: loss, lr, grad norm, and valid loss if any."
+    cfg, group = cfg or TrainConfig(), group or OneProcess()
+    set_seed(cfg.seed)
+    dev = next(model.parameters()).device
+    params = [p for p in model.parameters() if p.requires_grad]
     if not params: raise ValueError("model has no trainable parameters: add_lora first")
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    loader, sched = PackedLoader(data.xt, data.yt, cfg.bs, seed=cfg.seed, doc_ids=data.dt), lr_schedule(cfg.schedule, cfg.steps, cfg.lr, cfg.warmup)
-    group = group or OneProcess()
-    if cfg.out and group.main: prepare_run_dir(cfg.out, resume, overwrite, group.checkpoint.name)
+    loader = PackedLoader(data.xt, data.yt, cfg.bs, seed=cfg.seed, doc_ids=data.dt)
+    sched = lr_schedule(cfg.schedule, cfg.steps, cfg.lr, cfg.warmup)
+    if cfg.out and group.main:
+        prepare_run_dir(cfg.out, resume, overwrite, group.checkpoint.name, _inputs(cfg))
     run = _Run(cfg.out, asdict(cfg), fingerprint(data.xt, data.yt, data.dt), group)
     step, history = run.start(model, opt, loader, resume)
-    s = LoopState(model, params, opt, cfg, run.out if group.main else None, history, step, loss_fn=loss_fn)  # instruments write where rank 0 does
-    amp = torch.autocast(dev.type, dtype=torch.bfloat16) if (cfg.autocast if cfg.autocast is not None else _use_autocast(dev)) else contextlib.nullcontext()
-    batches, bar, every = _batches(loader), Progress(cfg.steps, s.step) if progress and group.main else None, _eval_every(cfg)
+    out = run.out if group.main else None  # instruments write where rank 0 does
+    s = LoopState(model, params, opt, cfg, out, history, step, loss_fn=loss_fn)
+    amp, batches = _amp(cfg, dev), _batches(loader)
+    bar = Progress(cfg.steps, s.step) if progress and group.main else None
     model.train()
     with stop_on_sigint(stop) as stop:
         try:
+            if cfg.out and s.step == 0:  # the curves start at the model as it was given
+                valid = _validate(model, data, cfg) if before is None else before
+                run.log({'step': 0, 'valid_loss': valid})
             _fire(callbacks, 'begin_fit', s)
             while s.step < cfg.steps and not s.stop:
-                s.rec = rec = _step(s, batches, loader, sched, amp, callbacks)
-                if s.step % every == 0 or s.step == cfg.steps: rec['valid_loss'] = evaluate_lm(model, data.xv.to(dev), data.yv.to(dev), cfg.bs, cfg.eval_batches, _to(data.dv, dev))
-                _fire(callbacks, 'after_step', s)
-                s.history.append(rec); run.log(rec)
-                if s.step % cfg.save_every == 0 or s.step == cfg.steps or s.stop: run.save(model, opt, loader, s.step, s.history)
-                if bar: bar.update(s.step, loss=s.loss, **({'valid': rec['valid_loss']} if 'valid_loss' in rec else {}))
+                rec = _run_step(s, run, data, loader, batches, sched, amp, callbacks)
+                shown = {'valid': rec['valid_loss']} if 'valid_loss' in rec else {}
+                if bar: bar.update(s.step, loss=s.loss, **shown)
                 if on_step: on_step(rec)
-                if group.any(stop.is_set()) and s.step < cfg.steps:  # every process stops after the same step
+                if group.any(stop.is_set()) and s.step < cfg.steps:  # all stop after the same step
                     run.save(model, opt, loader, s.step, s.history)
-                    raise TrainingStopped(f"stopped after step {s.step} of {cfg.steps}, as asked; {run.note()}")
-        except KeyboardInterrupt: raise TrainingStopped(f"interrupted at step {s.step} of {cfg.steps}; {run.note()}") from None
+                    msg = f"stopped after step {s.step} of {cfg.steps}, as asked"
+                    raise TrainingStopped(f"{msg}; {run.note()}")
+        except KeyboardInterrupt:
+            msg = f"interrupted at step {s.step} of {cfg.steps}"
+            raise TrainingStopped(f"{msg}; {run.note()}") from None
         except NonFiniteError as e: raise NonFiniteError(f"{e}; {run.note()}") from None
         finally: _fire(callbacks, 'end_fit', s)
     return s.history
 
 # %% ../nbs/07_train.ipynb #199d5970
-def plot_history(history:list[dict], path:str|Path|None=None):
-    "Train/valid loss, learning rate and grad norm against step; saved to `path` if given. Returns the figure."
+def plot_history(history:list[dict], # `train`'s records, or the lines of a run's metrics.jsonl
+                 path:str|Path|None=None, # write a PNG there
+                 title:str|None=None,
+                ):
+    "Train and valid loss, learning rate and grad norm by step: a closed figure, to show or save."
     import matplotlib.pyplot as plt
     fig, axs = plt.subplots(1, 3, figsize=(12, 3))
-    steps = [h['step'] for h in history]
-    axs[0].plot(steps, [h['loss'] for h in history], alpha=0.5, label='train')
-    ev = [h for h in history if 'valid_loss' in h]
-    axs[0].plot([h['step'] for h in ev], [h['valid_loss'] for h in ev], 'o-', label='valid'); axs[0].legend()
-    axs[1].plot(steps, [h['lr'] for h in history]); axs[2].plot(steps, [h['grad_norm'] for h in history])
+    def curve(ax, key, *a, **kw):
+        hs = [h for h in history if key in h]
+        ax.plot([h['step'] for h in hs], [h[key] for h in hs], *a, **kw)
+    curve(axs[0], 'loss', alpha=0.5, label='train')
+    curve(axs[0], 'valid_loss', 'o-', label='valid')
+    axs[0].legend()
+    curve(axs[1], 'lr')
+    curve(axs[2], 'grad_norm')
     for ax, t in zip(axs, ('loss', 'learning rate', 'grad norm')): ax.set(title=t, xlabel='step')
+    if title: fig.suptitle(title)
     fig.tight_layout()
+    plt.close(fig)  # pyplot keeps no figure open: the caller shows or saves this one
     if path:
         with atomic_path(path) as t: fig.savefig(t, format='png', dpi=100)
     return fig
 
 def sample_text(model, tok, prompt:str, n:int=120, seed:int=0)->str:
-    "`prompt` continued by up to `n` tokens sampled from `model` (temperature 0.8, top-k 20), within its context length."
+    "`prompt` continued by `n` tokens at most sampled from `model` (temperature 0.8, top-k 20)."
     ctx = model.config.max_position_embeddings
     ids = torch.tensor([tok.encode(prompt)[:ctx//2]], device=next(model.parameters()).device)
-    return tok.decode(generate(model, ids, min(n, ctx - ids.shape[1]), temperature=0.8, top_k=20, seed=seed)[0].tolist())
+    out = generate(model, ids, min(n, ctx - ids.shape[1]), temperature=0.8, top_k=20, seed=seed)
+    return tok.decode(out[0].tolist())
