@@ -36,7 +36,7 @@ def is_chat_job(cfg:TrainConfig)->bool:
     if cfg.chat is not None: return cfg.chat
     files = _jsonl_files(cfg.data or [])
     if not files or files[0].suffix != '.jsonl' or not files[0].is_file(): return False
-    with open(files[0], encoding='utf-8', errors='replace') as f:
+    with open(files[0], encoding='utf-8-sig', errors='replace') as f:  # a BOM is not a key
         first = next((l for l in f if l.strip()), '')
     try: d = json.loads(first)
     except json.JSONDecodeError: return False
