@@ -98,7 +98,7 @@ def dequantize_for_matmul(q:NF4Weight, # the quantized weight
 # %% ../nbs/04_qlora.ipynb #867e3c8a
 def check_dequantize_paths(shapes=((256, 688), (688, 256), (37, 96), (64, 64), (96, 256)),
                            blocksizes=(64, 128, 1024), seed:int=0)->int:
-    "Assert that every dequantize path gives `dequantize_nf4_ref`'s bits here; return the cases run."
+    "Assert that every dequantize path gives `dequantize_nf4_ref`'s bits; return the cases run."
     g, n = torch.Generator().manual_seed(seed), 0
     dts = (torch.float32, torch.bfloat16, torch.float16)
     for shape, bs, dt, dq in itertools.product(shapes, blocksizes, dts, (False, True)):
@@ -106,7 +106,8 @@ def check_dequantize_paths(shapes=((256, 688), (688, 256), (37, 96), (64, 64), (
         ref = dequantize_nf4_ref(q)
         for backend in ('auto', 'torch', 'bnb'):
             W = dequantize_for_matmul(q, dt, backend)
-            assert torch.equal(W, ref), f"{backend} dequantize of {shape} {dt} at {bs} (dq={dq}) is off"
+            msg = f"{backend} dequantize of {shape} {dt} at {bs} (dq={dq}) is off"
+            assert torch.equal(W, ref), msg
         n += 1
     return n
 

@@ -45,6 +45,9 @@ ADDRESS_JS = r"""() => (document.querySelector('article')?.innerText.match(/.{0,
 CODE_PX = 13  # the least font size, in px, that code may be shown in
 CODE_FONT_JS = r"""() => [...document.querySelectorAll('article pre')].map(p => parseFloat(getComputedStyle(p.querySelector('code') || p).fontSize))"""
 
+# scroll the first element that matches a CSS selector into view; false if there is none
+SCROLL_JS = "sel => { const e = document.querySelector(sel); if (e) e.scrollIntoView(); return !!e; }"
+
 def find_chromium():
     for c in (os.environ.get('CHROMIUM'), '/usr/bin/chromium', shutil.which('chromium'), shutil.which('chromium-browser')):
         if c and Path(c).exists(): return c
@@ -137,10 +140,10 @@ def check(site:Path=SITE, shots:Path=None)->list:
             shots.mkdir(parents=True, exist_ok=True)
             page.goto(base, wait_until='load'); page.screenshot(path=shots/'index.png')
             page.goto(base + '07_train/', wait_until='load'); page.screenshot(path=shots/'07_train.png', full_page=False)
-            page.evaluate("document.querySelector('.jp-OutputArea img').scrollIntoView()")
+            if not page.evaluate(SCROLL_JS, '.jp-OutputArea img'): problems.append('07_train/: shows no plot to screenshot')
             page.screenshot(path=shots/'07_train_curves.png')
             page.goto(base + '01_lora/', wait_until='load')  # a page of code: 100-character lines, no scrollbars
-            page.evaluate("document.getElementById('loralinear').scrollIntoView()")
+            if not page.evaluate(SCROLL_JS, '#loralinear'): problems.append('01_lora/: no #loralinear heading')
             page.screenshot(path=shots/'01_lora_code.png')
             browser.close()
     finally: srv.shutdown()
