@@ -32,14 +32,19 @@ def src_hash(nb:dict)->str:
 def record_of(nb:dict)->dict:
     return {'code': src_hash(nb), 'with_output': [i for i, c in enumerate(code_cells(nb)) if c.get('outputs')]}
 
+# a warning as Python's warnings module prints it ("file.py:12: FutureWarning: ..."), or as a logger names it
+_WARNING = re.compile(r'^.*\b(\w*Warning|WARNING)\b:.*$', re.M)
+
 def errors(nb:dict)->list:
-    "Outputs a reader should never see: exceptions, and tracebacks on stderr."
+    "Outputs a reader should never see: exceptions, tracebacks on stderr, and library warnings."
     out = []
     for i, c in enumerate(code_cells(nb)):
         for o in c.get('outputs', []):
             if o['output_type'] == 'error': out.append(f"code cell {i} holds an error output: {o.get('ename')}: {o.get('evalue', '')[:80]}")
             elif o['output_type'] == 'stream' and 'Traceback (most recent call last)' in ''.join(o.get('text', '')):
                 out.append(f'code cell {i} printed a traceback')
+            elif o['output_type'] == 'stream' and (w := _WARNING.search(''.join(o.get('text', '')))):
+                out.append(f'code cell {i} shows a library warning: {w.group(0)[:80]}')
     return out
 
 def check()->list:
