@@ -11,10 +11,10 @@ result is checked bit for bit against bitsandbytes' before it is timed.
 """
 import argparse, warnings
 import torch
-import bitsandbytes.functional as bnbF
 from lorakit.core import get_device, get_dtype, set_seed
 from lorakit.nf4 import quantize_nf4, dequantize_nf4, dequantize_nf4_ref
-from lorakit.qlora import dequantize_for_matmul, bnb_quant_state
+from lorakit.qlora import dequantize_for_matmul, bnb_quant_state  # before bitsandbytes: it quiets its log line
+import bitsandbytes.functional as bnbF
 from _common import bench, table
 
 def cases_for(w, dev):
