@@ -5,7 +5,8 @@ import torch
 def _sync(dev):
     if dev.type == 'cuda': torch.cuda.synchronize()
 
-def _time(fn, dev):
+def time_once(fn, dev):
+    "Seconds one call of `fn` takes on `dev`, the device synchronized before and after."
     _sync(dev); t = time.perf_counter(); fn(); _sync(dev)
     return time.perf_counter() - t
 
@@ -15,7 +16,7 @@ def bench(cases, reps, dev):
     for name, ours, ref in cases:
         ours(); ref()
         to, tr = [], []
-        for _ in range(reps): to.append(_time(ours, dev)); tr.append(_time(ref, dev))
+        for _ in range(reps): to.append(time_once(ours, dev)); tr.append(time_once(ref, dev))
         rows.append((name, statistics.median(to), statistics.median(tr)))
     return rows
 

@@ -36,7 +36,7 @@ CPU, float32, `--threads` threads. Each table's run time goes to stderr. Table 3
 """
 import argparse, statistics, sys, time, warnings
 import torch
-from _common import _time
+from _common import time_once
 
 def size(s):
     "'4x256' -> (4, 256)."
@@ -180,7 +180,7 @@ def lorakit_vs_peft(a):
     times = {k: [] for k in steps}
     for i in range(a.reps):  # in alternation, so the machine's drift falls on every side alike
         for k, step in steps.items():
-            times[k].append(_time(step, torch.device('cpu')))
+            times[k].append(time_once(step, torch.device('cpu')))
             print(f"  rep {i + 1}: {k[0]}, ckpt={k[1]}: {times[k][-1]:.1f} s", file=sys.stderr)
     ref = lambda d, k: d.get(('PEFT + bnb + transformers', k[1]))
     out = ["| side | grad ckpt | peak MiB | / PEFT | step s (median) | / PEFT |", "|---|---|---:|---:|---:|---:|"]

@@ -199,13 +199,13 @@ def _chat(argv:list[str]):
     from lorakit.core import check_arg, get_device
     from lorakit.data import load_tokenizer
     from lorakit.model import Llama, generate
-    from lorakit.train import job_dtype, _model_dir, TrainConfig
+    from lorakit.train import job_dtype, job_model_path, TrainConfig
     from lorakit.adapters import merged_model
     check_arg('--max-new-tokens', a.max_new_tokens, a.max_new_tokens >= 1, 'an int >= 1')
     check_arg('--temperature', a.temperature, a.temperature >= 0, 'a number >= 0')
     check_arg('--top-p', a.top_p, a.top_p is None or 0 < a.top_p <= 1, 'a number in (0, 1]')
     check_arg('--top-k', a.top_k, a.top_k is None or a.top_k >= 1, 'an int >= 1')  # 0 is not "off"
-    d, dev = _model_dir(TrainConfig(model=a.model)), get_device(a.device)
+    d, dev = job_model_path(TrainConfig(model=a.model)), get_device(a.device)
     tok = load_tokenizer(d)
     msgs = [dict(role='system', content=a.system)] if a.system else []
     # no chat template: fail before loading anything

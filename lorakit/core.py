@@ -14,7 +14,7 @@ from fastcore.basics import ifnone
 # %% auto #0
 __all__ = ['set_seed', 'get_device', 'get_dtype', 'ParamCount', 'count_params', 'Block', 'ProxyData', 'proxy_task', 'CheckError',
            'cross_entropy', 'check_loss_at_init', 'overfit_one_batch', 'check_arg', 'evaluate', 'fit_proxy',
-           'plot_curves', 'atomic_path', 'clean_tmp', 'check_out_dir', 'atomic_dir', 'run_proxy']
+           'plot_curves', 'atomic_path', 'is_atomic_tmp', 'clean_tmp', 'check_out_dir', 'atomic_dir', 'run_proxy']
 
 # %% ../nbs/00_core.ipynb #24e13f04
 def set_seed(seed:int=42, # seed for Python's `random`, NumPy and torch (CPU and every GPU)
@@ -260,11 +260,15 @@ def atomic_path(path:str|Path, # where the file should end up
         if os.path.exists(tmp): os.remove(tmp)
 
 # %% ../nbs/00_core.ipynb #135c2283
-_tmp_name = re.compile(r'\..+\.[a-z0-9_]{8}\.tmp')  # what tempfile.mkstemp makes for atomic_path
+_TMP = re.compile(r'\..+\.[a-z0-9_]{8}\.tmp')  # what tempfile.mkstemp makes for atomic_path
+
+def is_atomic_tmp(name:str)->bool:
+    "Whether a file called `name` is a temporary file of `atomic_path`'s: `.NAME.x1y2z3ab.tmp`."
+    return _TMP.fullmatch(name) is not None
 
 def clean_tmp(d:str|Path)->list[str]:
     "Remove the temporary files an interrupted `atomic_path` left in `d`; return their names."
-    gone = sorted(f.name for f in Path(d).iterdir() if f.is_file() and _tmp_name.fullmatch(f.name))
+    gone = sorted(f.name for f in Path(d).iterdir() if f.is_file() and is_atomic_tmp(f.name))
     for name in gone: (Path(d)/name).unlink()
     return gone
 

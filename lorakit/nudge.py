@@ -15,8 +15,7 @@ from .model import Llama
 from .data import load_tokenizer, lm_data, LMData
 from .inject import add_lora
 from .train import TrainConfig, train, fingerprint, job_docs, job_dtype, Callback
-from .train import TrainingStopped
-from .train import _model_dir
+from .train import TrainingStopped, job_model_path
 
 # %% auto #0
 __all__ = ['KNOBS', 'Run', 'BlockProxy', 'proxy_config', 'LMProxy', 'lib_versions', 'Record', 'Verdict', 'compare', 't_critical',
@@ -73,7 +72,7 @@ class LMProxy:
                  train_rows:int=512, # training rows kept from the job's data
                  valid_rows:int=64): # held-out rows, the same for every run
         self.config = cfg = cfg or proxy_config()
-        d, dev = _model_dir(cfg), get_device(cfg.device)
+        d, dev = job_model_path(cfg), get_device(cfg.device)
         self.base = Llama.from_pretrained(d, dtype=job_dtype(cfg.dtype, dev), device=dev,
                                           quantize=cfg.quant == 'nf4')
         tok, mc = load_tokenizer(d, self.base.config.vocab_size), self.base.config

@@ -10,18 +10,18 @@ from dataclasses import dataclass, asdict, fields
 from pathlib import Path
 import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
 from .core import *
-from .core import _tmp_name
 from .inject import lora_state_dict
-from .model import Llama, LlamaConfig, GGUFFile, gguf_config, generate
+from .model import Llama, generate
 from .data import *
 from .pretrain import lr_at, evaluate_lm, eval_rows, base_path
 
 # %% auto #0
-__all__ = ['RUN_FILES', 'RUN_MARK', 'TrainConfig', 'job_docs', 'job_dtype', 'one_cycle_lr', 'lr_schedule', 'lm_loss', 'span',
-           'backward_tokens', 'grad_checkpointing', 'compile_layers', 'Progress', 'rng_state', 'set_rng_state',
-           'fingerprint', 'save_torch', 'save_checkpoint', 'read_checkpoint', 'load_checkpoint', 'FileCheckpoint',
-           'OneProcess', 'prepare_run_dir', 'TrainingStopped', 'stop_on_sigint', 'LoopState', 'Callback',
-           'NonFiniteError', 'train', 'plot_history', 'sample_text']
+__all__ = ['RUN_FILES', 'RUN_MARK', 'TrainConfig', 'job_model_path', 'job_inputs', 'job_docs', 'job_dtype', 'one_cycle_lr',
+           'lr_schedule', 'lm_loss', 'span', 'backward_tokens', 'grad_checkpointing', 'compile_layers', 'Progress',
+           'rng_state', 'set_rng_state', 'fingerprint', 'save_torch', 'save_checkpoint', 'check_same_run',
+           'read_checkpoint', 'load_checkpoint', 'FileCheckpoint', 'OneProcess', 'check_out_apart', 'prepare_run_dir',
+           'TrainingStopped', 'stop_on_sigint', 'LoopState', 'Callback', 'NonFiniteError', 'train', 'plot_history',
+           'sample_text']
 
 # %% ../nbs/07_train.ipynb #8ea25d67
 _quants, _schedules, _losses = ('nf4', 'none'), ('cosine', 'onecycle'), ('auto', 'chunked', 'plain')
@@ -138,7 +138,7 @@ def _check_config(c:TrainConfig):
 # %% ../nbs/07_train.ipynb #415aeada
 _TAKES = "--model takes a Hugging Face Llama checkpoint directory or a .gguf file"
 
-def _model_dir(cfg:TrainConfig)->Path:
+def job_model_path(cfg:TrainConfig)->Path:
     "The checkpoint `cfg` names (a directory, or a .gguf file): `cfg.model`, or the shipped base."
     d = Path(cfg.model) if cfg.model else base_path()
     if d.suffix == '.gguf':
@@ -147,19 +147,11 @@ def _model_dir(cfg:TrainConfig)->Path:
     if not (d/'config.json').is_file(): raise FileNotFoundError(f"no config.json in {d}: {_TAKES}")
     return d
 
-def _inputs(cfg:TrainConfig)->list[tuple[str, Path]]:
+def job_inputs(cfg:TrainConfig)->list[tuple[str, Path]]:
     "What a run of `cfg` reads, which its `out` must keep apart from: the model and the data paths."
     m = Path(cfg.model) if cfg.model else base_path()
     model = ('the model' if m.suffix == '.gguf' else 'the model directory', m)
     return [model] + [('the data', Path(p)) for p in cfg.data or []]
-
-def _read_config(d:Path)->LlamaConfig:
-    "The model's config, from the checkpoint's config.json or the GGUF file's metadata."
-    if d.suffix == '.gguf': return gguf_config(GGUFFile(d))
-    try: return LlamaConfig.from_dict(json.loads((d/'config.json').read_text()))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{d/'config.json'} is not valid JSON ({e.msg}, line {e.lineno}): "
-                         f"the checkpoint is damaged") from None
 
 def job_docs(cfg:TrainConfig)->list[str]:
     "The documents of `cfg.data` (files or directories), or Python's reference docs."
@@ -311,7 +303,7 @@ def save_checkpoint(path:Path, model:nn.Module, opt, loader:PackedLoader, step:i
 _DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
 _NEW_RUN = "or start a new run (--overwrite, or another --out)"
 
-def _check_same_run(path, state:dict, config:dict, data:str):
+def check_same_run(path, state:dict, config:dict, data:str):
     "Raise, naming the first setting that differs, if the checkpoint at `path` is from another run."
     for k, v in config.items():
         old = state['config'].get(k, _DEFAULTS.get(k))  # a setting added since had its default
@@ -334,7 +326,7 @@ def read_checkpoint(path:Path, config:dict, data:str)->dict:
         what = repr(missing[0]) if isinstance(state, dict) else 'entries'
         raise ValueError(f"{path} is not a lorakit training checkpoint (it has no {what}): "
                          f"start without --resume, or point --out at the run")
-    _check_same_run(path, state, config, data)
+    check_same_run(path, state, config, data)
     return state
 
 def _check_lora_shapes(path, model:nn.Module, lora:dict):
@@ -393,7 +385,7 @@ RUN_FILES = ('config.json', 'metrics.jsonl', 'checkpoint.pt', 'checkpoint', 'ran
              'spikes.jsonl', 'activations.json', 'activations.png', 'trace.json', 'profile.txt')
 RUN_MARK = '.lorakit-run'  # in every run directory lorakit makes: --overwrite deletes in no other
 
-def _check_apart(out:Path, inputs:list):
+def check_out_apart(out:Path, inputs:list):
     "Raise if `out` (links resolved) is, lies inside or holds one of `inputs`: what a run reads."
     o = out.resolve()
     link = f" (which resolves to {o})" if str(o) != os.path.abspath(out) else ''
@@ -441,9 +433,9 @@ def prepare_run_dir(out:str|Path, # the run directory
                    )->Path:
     "Make `out` ready for a run: apart from its `inputs`, writable, marked, holding no other run."
     out = Path(out)
-    _check_apart(out, inputs)
+    check_out_apart(out, inputs)
     _check_writable(out)
-    names = {p.name for p in out.iterdir() if p.is_dir() or not _tmp_name.fullmatch(p.name)}
+    names = {p.name for p in out.iterdir() if p.is_dir() or not is_atomic_tmp(p.name)}
     have = sorted(names - {RUN_MARK})
     if resume and not (out/checkpoint).exists():
         raise FileNotFoundError(f"no checkpoint in {out}: there is nothing to resume; "
@@ -661,7 +653,7 @@ def train(model:nn.Module, # a model whose trainable parameters (the LoRA weight
     loader = PackedLoader(data.xt, data.yt, cfg.bs, seed=cfg.seed, doc_ids=data.dt)
     sched = lr_schedule(cfg.schedule, cfg.steps, cfg.lr, cfg.warmup)
     if cfg.out and group.main:
-        prepare_run_dir(cfg.out, resume, overwrite, group.checkpoint.name, _inputs(cfg))
+        prepare_run_dir(cfg.out, resume, overwrite, group.checkpoint.name, job_inputs(cfg))
     run = _Run(cfg.out, asdict(cfg), fingerprint(data.xt, data.yt, data.dt), group)
     step, history = run.start(model, opt, loader, resume)
     out = run.out if group.main else None  # instruments write where rank 0 does
