@@ -352,7 +352,9 @@ def weight_files(d:Path)->dict[str, Path]:
                             f"loads "
                             f"safetensors checkpoints only")
 
-def check_weight_names(model:nn.Module, files:dict):
+def check_weight_names(model:nn.Module, # built from the checkpoint's config; on meta will do
+                       files:dict, # the checkpoint's tensors by name: `weight_files`'s
+                      ):
     "Raise if the checkpoint's tensor names differ from the model's, listing the differences."
     tied = {'lm_head.weight'} if model.config.tie_word_embeddings else set()
     want = set(model.state_dict()) - tied
@@ -364,7 +366,11 @@ def check_weight_names(model:nn.Module, files:dict):
                          f"{unexpected[:8]}{more}")
 
 # %% ../nbs/05_model.ipynb #dbf6eefe
-def read_weight(files:dict, name:str, like:torch.Tensor, device, dtype)->torch.Tensor:
+def read_weight(files:dict, # tensor name -> its safetensors file, or a function giving it
+                name:str, # the tensor's name in the checkpoint
+                like:torch.Tensor, # the model's tensor it fills: only its shape is read
+                device, dtype, # where it goes, and as what
+               )->torch.Tensor:
     "Tensor `name` from its file (or `files`' function for it), checked against `like`'s shape."
     if callable(files[name]): t = files[name]()
     else:

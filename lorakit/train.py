@@ -303,7 +303,11 @@ def save_checkpoint(path:Path, model:nn.Module, opt, loader:PackedLoader, step:i
 _DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
 _NEW_RUN = "or start a new run (--overwrite, or another --out)"
 
-def check_same_run(path, state:dict, config:dict, data:str):
+def check_same_run(path, # the checkpoint, for the message
+                   state:dict, # what it holds: the run's `config` and `data`
+                   config:dict, # this run's settings, `asdict(cfg)`
+                   data:str, # the `fingerprint` of this run's training rows
+                  ):
     "Raise, naming the first setting that differs, if the checkpoint at `path` is from another run."
     for k, v in config.items():
         old = state['config'].get(k, _DEFAULTS.get(k))  # a setting added since had its default
@@ -385,7 +389,9 @@ RUN_FILES = ('config.json', 'metrics.jsonl', 'checkpoint.pt', 'checkpoint', 'ran
              'spikes.jsonl', 'activations.json', 'activations.png', 'trace.json', 'profile.txt')
 RUN_MARK = '.lorakit-run'  # in every run directory lorakit makes: --overwrite deletes in no other
 
-def check_out_apart(out:Path, inputs:list):
+def check_out_apart(out:Path, # the run directory
+                    inputs:list, # (what, path) pairs the run reads: `job_inputs`'s
+                   ):
     "Raise if `out` (links resolved) is, lies inside or holds one of `inputs`: what a run reads."
     o = out.resolve()
     link = f" (which resolves to {o})" if str(o) != os.path.abspath(out) else ''
