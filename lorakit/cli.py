@@ -259,7 +259,9 @@ def mem_parser()->argparse.ArgumentParser:
     p.add_argument('--grad-ckpt', action='store_true', help='gradient checkpointing')
     p.add_argument('--dtype', default='bf16', help="the base's dtype and the compute dtype")
     p.add_argument('--lora-dtype', default='float32', help="the LoRA weights' dtype")
-    p.add_argument('--optimizer', default='adamw', choices=('adamw', 'sgd-momentum', 'sgd'))
+    p.add_argument('--optimizer', default='adamw',
+                   choices=('adamw', 'radam', 'sgd-momentum', 'sgd'),
+                   help="as lorakit-train's: 2 states a LoRA weight, 1 for sgd-momentum")
     p.add_argument('--loss', default='chunked', choices=('chunked', 'plain'),
                    help="the chunked loss never holds the full logits")
     p.add_argument('--gpus', type=int, default=1,

@@ -15,7 +15,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 from .core import *
 from .model import Llama, LlamaConfig, GGUFFile, gguf_config
 from .inject import find_targets
-from .train import Callback, LoopState, lm_loss
+from .train import Callback, LoopState, lm_loss, OPTIMIZERS
 
 # %% auto #0
 __all__ = ['CATEGORIES', 'MemoryTimeline', 'measure_steps', 'cuda_memory_history', 'auto_chunk', 'MemoryEstimate',
@@ -184,7 +184,8 @@ def cuda_memory_history(path:str|Path, # the snapshot: a pickle for pytorch.org/
 _DT = {'float32': 4, 'fp32': 4, 'bfloat16': 2, 'bf16': 2, 'float16': 2, 'fp16': 2}
 # packed nibbles + absmax per 64 (+ nested absmax per 256 blocks)
 _QUANT_BYTES = {True: 0.5 + 1/64 + 4/(64*256), False: 0.5 + 4/64}
-_OPT_STATES = {'adamw': 2, 'adam': 2, 'sgd': 0, 'sgd-momentum': 1}
+# state tensors per weight: those of the optimizers `train` offers (07), and plain Adam and SGD
+_OPT_STATES = {k: n for k, (_, _, n) in OPTIMIZERS.items()} | {'adam': 2, 'sgd': 0}
 
 # rows: with fewer, the head's matmul runs at a fraction of the machine's speed
 _MIN_CHUNK = 256
@@ -318,7 +319,8 @@ def estimate_memory(config, # a config.json path, a checkpoint directory, a dict
                     grad_ckpt:bool=False, # recompute each layer's activations in backward
                     dtype:str='bf16', # base weights and activations: 'bf16' (GPU), 'float32' (CPU)
                     lora_dtype:str='float32', # the LoRA weights, their gradients, optimizer state
-                    optimizer:str='adamw', # 'adamw' (2 states a weight), 'sgd-momentum' (1), 'sgd'
+                    # 'adamw', 'radam', 'adam' (2 states a weight), 'sgd-momentum' (1), 'sgd' (0)
+                    optimizer:str='adamw',
                     dropout:float=0.05, # LoRA dropout (its mask and output are kept for backward)
                     loss:str='chunked', # 'chunked' (`linear_cross_entropy`) or 'plain' (all logits)
                     chunk:int|None=None, # tokens a chunk of the chunked loss; default `auto_chunk`

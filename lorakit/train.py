@@ -16,15 +16,20 @@ from .data import *
 from .pretrain import lr_at, evaluate_lm, eval_rows, base_path
 
 # %% auto #0
-__all__ = ['RUN_FILES', 'RUN_MARK', 'TrainConfig', 'job_model_path', 'job_inputs', 'job_docs', 'job_dtype', 'one_cycle_lr',
-           'lr_schedule', 'lm_loss', 'span', 'backward_tokens', 'grad_checkpointing', 'compile_layers', 'Progress',
-           'rng_state', 'set_rng_state', 'fingerprint', 'save_torch', 'save_checkpoint', 'check_same_run',
-           'read_checkpoint', 'load_checkpoint', 'FileCheckpoint', 'OneProcess', 'check_out_apart', 'prepare_run_dir',
-           'TrainingStopped', 'stop_on_sigint', 'LoopState', 'Callback', 'NonFiniteError', 'train', 'plot_history',
-           'sample_text']
+__all__ = ['OPTIMIZERS', 'RUN_FILES', 'RUN_MARK', 'TrainConfig', 'job_model_path', 'job_inputs', 'job_docs', 'job_dtype',
+           'one_cycle_lr', 'lr_schedule', 'make_optimizer', 'lm_loss', 'span', 'backward_tokens', 'grad_checkpointing',
+           'compile_layers', 'Progress', 'rng_state', 'set_rng_state', 'fingerprint', 'save_torch', 'save_checkpoint',
+           'check_same_run', 'read_checkpoint', 'load_checkpoint', 'FileCheckpoint', 'OneProcess', 'check_out_apart',
+           'prepare_run_dir', 'TrainingStopped', 'stop_on_sigint', 'LoopState', 'Callback', 'NonFiniteError', 'train',
+           'plot_history', 'sample_text']
 
 # %% ../nbs/07_train.ipynb #8ea25d67
 _quants, _schedules, _losses = ('nf4', 'none'), ('cosine', 'onecycle'), ('auto', 'chunked', 'plain')
+# the optimizers `train` offers: the torch.optim class, its settings, and the state tensors it keeps
+# per weight (10_memory's `estimate_memory` counts them)
+OPTIMIZERS = {'adamw': (torch.optim.AdamW, {}, 2),
+              'radam': (torch.optim.RAdam, {'decoupled_weight_decay': True}, 2),
+              'sgd-momentum': (torch.optim.SGD, {'momentum': 0.9}, 1)}
 
 def _compile_backends()->list:
     "The backends torch.compile accepts, debugging ones (aot_eager) included."
@@ -64,7 +69,9 @@ class TrainConfig:
     schedule:str='cosine' # 'cosine' (warm-up, then cosine down to lr/10) or 'onecycle'
     warmup:int=20 # warm-up steps of the cosine schedule
     clip:float=1.0 # clip the total gradient norm to this
-    weight_decay:float=0.0 # AdamW's weight decay
+    # 'adamw', 'radam' (Adam rectified: no warm-up needed) or 'sgd-momentum' (momentum 0.9)
+    optimizer:str='adamw'
+    weight_decay:float=0.0 # decoupled from the gradient (AdamW, RAdam); with SGD, L2 on it
     grad_ckpt:bool=False # recompute activations in backward, for memory
     # 'on': each decoder layer under torch.compile (inductor), for faster steps after a compile of
     # seconds to a minute; or the name of another torch.compile backend
@@ -119,6 +126,7 @@ def _check_config(c:TrainConfig):
     check_arg('--dropout', c.dropout, _is_num(c.dropout) and 0 <= c.dropout < 1,
               'a number in [0, 1)')
     check_arg('--quant', c.quant, c.quant in _quants, f'one of {_quants}')
+    check_arg('--optimizer', c.optimizer, c.optimizer in OPTIMIZERS, f'one of {tuple(OPTIMIZERS)}')
     check_arg('--schedule', c.schedule, c.schedule in _schedules, f'one of {_schedules}')
     check_arg('--loss', c.loss, c.loss in _losses, f'one of {_losses}')
     check_arg('--on-bad', c.on_bad, c.on_bad in ('stop', 'skip'), "'stop' or 'skip'")
@@ -177,6 +185,17 @@ def lr_schedule(kind:str, steps:int, lr:float, warmup:int=20):
         raise ValueError(f"schedule must be one of {_schedules}, got {kind!r}")
     if kind == 'cosine': return lambda s: lr_at(s, steps, lr, warmup)
     return lambda s: one_cycle_lr(s, steps, lr)
+
+# %% ../nbs/07_train.ipynb #3eb32dad
+def make_optimizer(params, # the parameters to train (the LoRA weights)
+                   name:str='adamw', # a key of `OPTIMIZERS`
+                   lr:float=2e-3, # the learning rate; `train`'s schedule sets it at every step
+                   weight_decay:float=0.0,
+                  )->torch.optim.Optimizer:
+    "The `torch.optim` optimizer that `OPTIMIZERS[name]` describes, on `params`."
+    check_arg('--optimizer', name, name in OPTIMIZERS, f'one of {tuple(OPTIMIZERS)}')
+    cls, kw, _ = OPTIMIZERS[name]
+    return cls(params, lr=lr, weight_decay=weight_decay, **kw)
 
 # %% ../nbs/07_train.ipynb #80aa6c36
 def lm_loss(model:nn.Module, x:torch.Tensor, y:torch.Tensor, reduction:str='mean',
@@ -655,7 +674,7 @@ def train(model:nn.Module, # a model whose trainable parameters (the LoRA weight
     dev = next(model.parameters()).device
     params = [p for p in model.parameters() if p.requires_grad]
     if not params: raise ValueError("model has no trainable parameters: add_lora first")
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = make_optimizer(params, cfg.optimizer, cfg.lr, cfg.weight_decay)
     loader = PackedLoader(data.xt, data.yt, cfg.bs, seed=cfg.seed, doc_ids=data.dt)
     sched = lr_schedule(cfg.schedule, cfg.steps, cfg.lr, cfg.warmup)
     if cfg.out and group.main:
