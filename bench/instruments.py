@@ -47,7 +47,8 @@ def main():
     from lorakit.finetune import load_job
     from lorakit.model import smollm2_checkpoint
     cfg = TrainConfig(model=str(smollm2_checkpoint()) if a.smollm2 else None, bs=a.bs, seq_len=a.seq, steps=a.steps, eval_every=10**6, eval_batches=1, samples=0)
-    model, data, _ = load_job(cfg)
+    job = load_job(cfg)
+    model, data = job.model, job.data
     print(f"# {'SmolLM2-135M-Instruct' if a.smollm2 else 'shipped base'}, NF4, all-linear r {cfg.r}, batch {a.bs} x {a.seq}, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}")
     cs, times = cases(model), {}

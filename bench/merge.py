@@ -16,7 +16,7 @@ import argparse, tempfile, time, warnings
 from pathlib import Path
 import torch, torch.nn.functional as F
 from lorakit.train import TrainConfig
-from lorakit.finetune import finetune, check_job
+from lorakit.finetune import finetune, Job
 from lorakit.model import Llama, smollm2_checkpoint
 from lorakit.adapters import load_adapter, merged_model
 
@@ -38,7 +38,8 @@ def run(name:str, cfg:TrainConfig, n_batches:int):
     with tempfile.TemporaryDirectory() as out:
         cfg = TrainConfig(**{**cfg.__dict__, 'out': out})
         t0 = time.time(); finetune(cfg, log=lambda s: None, progress=False); secs = time.time() - t0
-        d, mc, tok, docs, data = check_job(cfg)
+        job = Job(cfg, log=None)
+        d, data = job.path, job.data
         ad = Path(out)/'adapter'
         models = {'trained (NF4 base + adapter)': load_adapter(Llama.from_pretrained(d, dtype='float32', device='cpu', quantize=True), ad),
                   'merged into dequantized NF4 (default)': merged_model(d, ad, 'auto'),

@@ -5,7 +5,7 @@
     python bench/nudge.py --smollm2    # ... and a session on SmolLM2-135M-Instruct's proxy
     python bench/nudge.py --quick      # a 12-step proxy, no full job: a check that the script runs (about a minute)
 
-1. The proxy: `LMProxy(proxy_config())`, the default job (the shipped base in NF4, Python's docs) shrunk to 20 steps of
+1. The proxy: `JobProxy(proxy_config())`, the default job (the shipped base in NF4, Python's docs) shrunk to 20 steps of
    8 x 32 tokens on 512 rows, validated on 64 held-out rows, 3 seeds per config. The session starts from lr 1e-4 (20 x
    below the default job's 2e-3) and runs `nudge('lr', step=10)`, then `nudge('lr', step=3)` from where that ended.
 2. The full job: `finetune(TrainConfig(lr=...))`, every other setting the default (250 steps of 16 x 128), once at
@@ -21,7 +21,8 @@ from pathlib import Path
 import torch
 from lorakit.train import TrainConfig
 from lorakit.finetune import finetune
-from lorakit.nudge import LMProxy, Ratchet, proxy_config, nudge, compare
+from lorakit.nudge import Ratchet, proxy_config, nudge, compare
+from lorakit.finetune import JobProxy
 
 def session(task, seeds, steps, start_lr:float, max_probes:int=6):
     "Coarse (x10) then fine (x3) nudges of lr from `start_lr`; returns the ratchet and the two results."
@@ -44,7 +45,7 @@ def main():
     torch.set_num_threads(torch.get_num_threads())
     steps = 12 if a.quick else 20
     print(f"## the shipped base's proxy: {steps} steps of 8 x 32, 512 rows, 3 seeds, from lr 1e-4\n", flush=True)
-    task = LMProxy(replace(proxy_config(steps=steps), lr=1e-4))
+    task = JobProxy(replace(proxy_config(steps=steps), lr=1e-4))
     rt, coarse, fine = session(task, (0, 1, 2), steps, 1e-4)
     print(coarse.table(), '\n'); print(fine.table(), '\n')
     start, best = coarse.start, fine.best
@@ -76,7 +77,7 @@ def main():
         sst = 3 if a.quick else 8
         print(f"\n## SmolLM2-135M-Instruct's proxy: {sst} steps of 4 x 32, 128 rows, 2 seeds, from lr 1e-4\n", flush=True)
         cfg = replace(proxy_config(TrainConfig(model=str(smollm2_checkpoint())), steps=sst, bs=4, seq_len=32), lr=1e-4)
-        t = time.perf_counter(); st = LMProxy(cfg, train_rows=128, valid_rows=32); load = time.perf_counter() - t
+        t = time.perf_counter(); st = JobProxy(cfg, train_rows=128, valid_rows=32); load = time.perf_counter() - t
         srt = Ratchet(Path(tempfile.mkdtemp())/'ratchet.json', st, seeds=(0, 1), log=lambda m: print('  ' + m, flush=True))
         res = nudge('lr', srt, step=10, max_probes=1 if a.quick else 4, interpolate=not a.quick)
         print(res.table(), '\n')

@@ -4,10 +4,12 @@
 
 # %% ../nbs/98_finetune.ipynb #fcdd7132
 from __future__ import annotations
-import json, threading
+import copy, hashlib, json, math, signal, threading, time
 from dataclasses import asdict, replace
+from functools import cached_property
 from pathlib import Path
 import torch, torch.nn as nn
+from fastcore.basics import patch
 from .core import *
 from .inject import add_lora, find_targets, lora_summary
 from .model import Llama, LlamaConfig, generate, read_model_config
@@ -17,14 +19,13 @@ from .train import *
 from .adapters import save_adapter
 from .instrument import Instruments
 from .memory import pick_loss
+from .fsdp import Sharded, process_group
+from .nudge import Run, proxy_config
 from .sft import read_chats, chat_data
-from .fsdp import (init_distributed, load_sharded, Sharded, grad_reduction, sharded_loss,
-                          save_adapter_sharded, rank_bytes, peak_rss_mib)
-import torch.distributed as dist
 
 # %% auto #0
-__all__ = ['is_chat_job', 'chat_job_data', 'check_job', 'job_group', 'job_loss', 'finetune', 'load_job', 'first_steps',
-           'check_loss_curve']
+__all__ = ['is_chat_job', 'chat_job_data', 'job_rows', 'Job', 'finetune', 'load_job', 'first_steps', 'check_loss_curve',
+           'JobProxy']
 
 # %% ../nbs/98_finetune.ipynb #715dbc90
 def _jsonl_files(paths:list)->list[Path]:
@@ -42,6 +43,7 @@ def is_chat_job(cfg:TrainConfig)->bool:
     except json.JSONDecodeError: return False
     return isinstance(d, dict) and ('messages' in d or {'prompt', 'completion'} <= d.keys())
 
+# %% ../nbs/98_finetune.ipynb #d2bc36cc
 def chat_job_data(cfg:TrainConfig, tok)->tuple:
     "A chat job's rows (13_sft's `chat_data`), its held-out conversations, and those skipped, why."
     if not cfg.data:
@@ -67,18 +69,11 @@ def _chat_note(cfg:TrainConfig, data:LMData, held:list, skipped:list)->str:
             f"the loss on {on}")
     return note + (f"; skipped {len(skipped)}:\n  " + '\n  '.join(skipped) if skipped else '')
 
-def check_job(cfg:TrainConfig, log=print)->tuple:
-    "Check `cfg` as far as can be done without weights; its checkpoint, config, tokenizer, rows."
-    if cfg.out:  # before anything reads or writes there
-        check_out_apart(Path(cfg.out), job_inputs(cfg))
-    d = job_model_path(cfg)
-    mc = read_model_config(d)
-    ctx = mc.max_position_embeddings
+def job_rows(cfg:TrainConfig, tok, ctx:int, log=print)->tuple[LMData, list]:
+    "The job's rows, and the documents (or held-out conversations) its samples continue."
     if cfg.seq_len > ctx:
         raise ValueError(f"--seq-len {cfg.seq_len} is longer than the model's context "
                          f"(max_position_embeddings={ctx}): use at most {ctx}")
-    with torch.device('meta'): find_targets(Llama(mc), cfg.targets)  # names the nearest on a miss
-    tok = load_tokenizer(d, mc.vocab_size)
     if is_chat_job(cfg):
         data, docs, skipped = chat_job_data(cfg, tok)
         log(_chat_note(cfg, data, docs, skipped))
@@ -88,33 +83,136 @@ def check_job(cfg:TrainConfig, log=print)->tuple:
     if cfg.bs > len(data.xt):
         raise ValueError(f"--bs {cfg.bs} is more than the {len(data.xt)} rows of training data: "
                          f"use a smaller --bs or --seq-len, or more text")
-    return d, mc, tok, docs, data
+    return data, docs
+
+# %% ../nbs/98_finetune.ipynb #34e145af
+def _quiet(*a, **k): pass
+
+class Job:
+    "One run, resolved once from a `TrainConfig`; every command and the nudge proxy build one."
+    def __init__(self, cfg:TrainConfig, # the run's settings
+                 log=print, # where the job's notes go (e.g. what a chat job skipped); None: nowhere
+                ):
+        self.cfg, self.log, self.model = cfg, log or _quiet, None
+        if cfg.out: check_out_apart(Path(cfg.out), job_inputs(cfg))  # before anything reads there
+        self.path = job_model_path(cfg)  # an HF checkpoint directory, or a .gguf file
+        self.model_config = mc = read_model_config(self.path)
+        with torch.device('meta'): find_targets(Llama(mc), cfg.targets)  # names the nearest
+
+    @property
+    def lora(self)->dict:
+        "`add_lora`'s arguments."
+        c = self.cfg
+        return dict(targets=c.targets, r=c.r, alpha=c.alpha, dropout=c.dropout, rslora=c.rslora)
+    @property
+    def device(self)->torch.device: return get_device(self.cfg.device)
+    @property
+    def dtype(self)->torch.dtype: return job_dtype(self.cfg.dtype, self.device)
+    @property
+    def data(self)->LMData: return self._rows[0]
+    @property
+    def docs(self)->list: return self._rows[1]
+
+    @cached_property
+    def tok(self): return load_tokenizer(self.path, self.model_config.vocab_size)
+    @cached_property
+    def _rows(self)->tuple:
+        return job_rows(self.cfg, self.tok, self.model_config.max_position_embeddings, self.log)
+    @cached_property
+    def group(self)->OneProcess|Sharded: return process_group(self.cfg)
+    def __repr__(self): return f"Job({self.path.name}, {self.cfg.steps} steps, out={self.cfg.out})"
 
 # %% ../nbs/98_finetune.ipynb #bfc28a61
+@patch
+def load_base(self:Job)->Llama:
+    "The checkpoint, in the job's dtype, on its device, in NF4 if `cfg.quant` says so; no LoRA."
+    q = self.cfg.quant == 'nf4'
+    return Llama.from_pretrained(self.path, dtype=self.dtype, device=self.device, quantize=q)
+
+@patch
+def prepare(self:Job, model:nn.Module)->nn.Module:
+    "`model` made ready to train as the job says: LoRA on, checkpointing and compile if asked."
+    add_lora(model, **self.lora)
+    if self.cfg.grad_ckpt: grad_checkpointing(model)
+    if self.cfg.compile != 'off':
+        compile_layers(model, 'inductor' if self.cfg.compile == 'on' else self.cfg.compile)
+    return model
+
+@patch
+def load(self:Job)->nn.Module:
+    "The model with LoRA on, seeded and loaded by the job's processes (`group.load`)."
+    set_seed(self.cfg.seed)  # before LoRA's A is drawn
+    self.model = self.group.load(self)
+    return self.model
+
+@patch
+def loss(self:Job, model:nn.Module|None=None):
+    "The objective the loop calls: `pick_loss`'s choice, as the job's processes reduce it."
+    return self.group.loss(pick_loss(model or self.model, self.cfg.loss))
+
+# %% ../nbs/98_finetune.ipynb #887b5630
+@patch
+def start(self:Job, resume:bool=False, overwrite:bool=False)->nn.Module:
+    "Check the rows and any run to resume, prepare the run directory, then load the model."
+    cfg, group = self.cfg, self.group
+    data = self.data  # read and checked before the processes start
+    if resume:  # the same run, before minutes of loading
+        group.checkpoint.check(Path(cfg.out), asdict(cfg), fingerprint(data.xt, data.yt, data.dt))
+    if cfg.out and group.main:
+        prepare_run_dir(cfg.out, resume, overwrite, group.checkpoint.name, job_inputs(cfg),
+                        self.log)
+    group.barrier()  # the directory is ready before any rank writes to it
+    return self.load()
+
+@patch
+def fit(self:Job, resume:bool=False, overwrite:bool=False, progress:bool=True,
+        stop:threading.Event|None=None, callbacks:list=(), before:float|None=None)->list[dict]:
+    "Train the loaded model with `07_train`'s loop, on the job's rows, objective and processes."
+    cbs = [*callbacks, *self.group.callbacks()]
+    return train(self.model, self.data, self.cfg, resume=resume, overwrite=overwrite,
+                 progress=progress, stop=stop, callbacks=cbs, loss_fn=self.loss(),
+                 group=self.group, before=before)
+
+# %% ../nbs/98_finetune.ipynb #17310629
 _PROBE_BATCHES = 20  # of the Shakespeare probe: its rows' losses vary little, so 320 rows will do
 
-def _eval_sets(data:LMData, sh:LMData|None, cfg:TrainConfig)->dict:
+@patch(as_prop=True)
+def probe(self:Job)->LMData|None:
+    "Held-out Shakespeare for the shipped base, which shows what fine-tuning made it forget."
+    if '_probe' not in self.__dict__:  # read once
+        self._probe = None
+        if self.cfg.model is None:
+            self._probe = lm_data(shakespeare(), self.tok, self.cfg.seq_len, valid_pct=0.05)
+    return self._probe
+
+@patch
+def eval_sets(self:Job)->dict:
     "What the job validates on, by name: (rows, how many batches of them; None: all)."
-    sets = {'valid': (data, cfg.eval_batches)}
-    if sh is not None: sets['shakespeare'] = (sh, min(_PROBE_BATCHES, cfg.eval_batches or 10**9))
+    nb = self.cfg.eval_batches
+    sets = {'valid': (self.data, nb)}
+    if self.probe is not None: sets['shakespeare'] = (self.probe, min(_PROBE_BATCHES, nb or 10**9))
     return sets
 
-def _report(model, data:LMData, sh:LMData|None, cfg:TrainConfig, valid:float|None=None)->dict:
-    "Validation losses on the new text and, for the shipped base, on held-out Shakespeare."
-    dev = next(model.parameters()).device
+@patch
+def evaluate(self:Job, valid:float|None=None)->dict:
+    "The loss on each of `eval_sets`; `valid` if given (the loop measured it at the last step)."
+    dev = next(self.model.parameters()).device
     def ev(ds, nb):
         dv = None if ds.dv is None else ds.dv.to(dev)
-        return evaluate_lm(model, ds.xv.to(dev), ds.yv.to(dev), cfg.bs, nb, dv)
-    sets = _eval_sets(data, sh, cfg)
+        return evaluate_lm(self.model, ds.xv.to(dev), ds.yv.to(dev), self.cfg.bs, nb, dv)
+    sets = self.eval_sets()
     return {k: valid if k == 'valid' and valid is not None else ev(*v) for k, v in sets.items()}
 
-def _rows(data:LMData, sh:LMData|None, cfg:TrainConfig)->dict:
-    "What each loss of `_report` is over: 'over 674 rows', or 'over 320 of 1,638 rows'."
-    def over(n, nb):
-        k = len(eval_rows(n, cfg.bs, nb))
+@patch
+def over(self:Job)->dict:
+    "What each loss of `evaluate` is over: 'over 674 rows', or 'over 320 of 1,638 rows'."
+    def said(ds, nb):
+        n = len(ds.xv)
+        k = len(eval_rows(n, self.cfg.bs, nb))
         return f"over {n:,} rows" if k == n else f"over {k:,} of {n:,} rows"
-    return {k: over(len(ds.xv), nb) for k, (ds, nb) in _eval_sets(data, sh, cfg).items()}
+    return {k: said(*v) for k, v in self.eval_sets().items()}
 
+# %% ../nbs/98_finetune.ipynb #9ec0417d
 def _losses(r:dict, rows:dict={})->str:
     "'valid loss 3.520 over 674 rows, ...': each loss of `r`, and what it is over if `rows` says."
     said = [f"{k} loss {v:.3f}" + (f" {rows[k]}" if k in rows else '') for k, v in r.items()]
@@ -126,8 +224,10 @@ def _prompt(docs:list):
     ms = docs[0].messages
     return ms[:next(i for i, m in enumerate(ms) if m['role'] == 'assistant')]
 
-def _sample(model, tok, prompt:str|list, cfg:TrainConfig)->str:
+@patch
+def sample(self:Job)->str:
     "A sample for samples.txt: `cfg.samples` tokens, by default 120, or 4 a step for a short run."
+    cfg, model, tok, prompt = self.cfg, self.model, self.tok, _prompt(self.docs)
     n = cfg.samples if cfg.samples is not None else min(120, 4*cfg.steps)
     if not n: return ''
     if isinstance(prompt, str): return sample_text(model, tok, prompt, n, seed=cfg.seed)
@@ -141,80 +241,25 @@ def _write_samples(path:Path, before:str, after:str):
     text = f"--- before ---\n{before}\n\n--- after ---\n{after}\n"
     with atomic_path(path) as t: t.write_text(text)
 
-# %% ../nbs/98_finetune.ipynb #233fde0a
-def job_group(cfg:TrainConfig):
-    "The job's processes: `OneProcess()`, or with `cfg.fsdp` this rank of the torchrun job."
-    return Sharded(init_distributed(cfg.device, cfg.dist_timeout)) if cfg.fsdp else OneProcess()
-
-def _load(d:Path, cfg:TrainConfig, group, dev:torch.device, lora:dict)->nn.Module:
-    "The model in `d` with LoRA on it, as `cfg` says: sharded under --fsdp, else on `dev`."
-    dtype = job_dtype(cfg.dtype, dev)
-    if cfg.fsdp:
-        rss = peak_rss_mib()
-        model = load_sharded(d, group.mesh, dtype, cfg.quant == 'nf4', lora, cfg.seed,
-                             cfg.grad_ckpt, cpu_offload=cfg.cpu_offload)
-        group.load_rss = (rss, peak_rss_mib())  # peak resident MiB before and after, for ranks.json
-        return model
-    model = Llama.from_pretrained(d, dtype=dtype, device=dev, quantize=cfg.quant == 'nf4')
-    add_lora(model, **lora)
-    if cfg.grad_ckpt: grad_checkpointing(model)
-    if cfg.compile != 'off':
-        compile_layers(model, 'inductor' if cfg.compile == 'on' else cfg.compile)
-    return model
-
-def _setup(cfg:TrainConfig, resume:bool, overwrite:bool, log=print):
-    "Check everything, prepare the run directory, then load the model with LoRA; all the job needs."
-    d, mc, tok, docs, data = check_job(cfg, log)
-    group = job_group(cfg)
-    if resume:  # the same run, before minutes of loading
-        group.checkpoint.check(Path(cfg.out), asdict(cfg), fingerprint(data.xt, data.yt, data.dt))
-    if cfg.out and group.main:
-        prepare_run_dir(cfg.out, resume, overwrite, group.checkpoint.name, job_inputs(cfg), log)
-    if cfg.fsdp: group.barrier()  # the directory is ready before any rank writes to it
-    set_seed(cfg.seed)
-    lora = dict(targets=cfg.targets, r=cfg.r, alpha=cfg.alpha, dropout=cfg.dropout,
-                rslora=cfg.rslora)
-    model = _load(d, cfg, group, get_device(cfg.device), lora)
-    sh = lm_data(shakespeare(), tok, cfg.seq_len, valid_pct=0.05) if cfg.model is None else None
-    return d, model, tok, docs, data, sh, group
-
-def job_loss(model, cfg:TrainConfig, group):
-    "The loss `train` gets: `pick_loss`'s choice, split over the ranks of a sharded run."
-    f = pick_loss(model, cfg.loss)
-    return sharded_loss(f, grad_reduction(group.mesh)) if cfg.fsdp else f
-
-class _RankBytes(Callback):
-    "At the end of training, keep the bytes this rank holds (11_fsdp's `rank_bytes`)."
-    def end_fit(self, s:LoopState): self.bytes = rank_bytes(s.model, s.opt)
-
-def _write_ranks(path:Path, group, held:dict):
-    "ranks.json: each rank's peak memory while loading and the bytes it holds, gathered to rank 0."
-    rss = group.load_rss
-    rec = dict(rank=group.rank, rss_before_load_mib=rss[0], rss_after_load_mib=rss[1], **held)
-    recs = [None]*group.world
-    dist.all_gather_object(recs, rec)
-    if not group.main: return
-    with atomic_path(path) as t: t.write_text(json.dumps(recs, indent=2))
-
+# %% ../nbs/98_finetune.ipynb #33df8d01
 def _metrics(out:Path)->list[dict]:
     return [json.loads(l) for l in (out/'metrics.jsonl').read_text().splitlines()]
 
-def _finish(model, tok, d:Path, data, sh, cfg:TrainConfig, hist:list, prompt:str|list, sample0:str,
-            group=None, held:dict|None=None)->dict:
-    "The losses after training; the run's curves, samples and adapter (by rank 0 in a sharded run)."
-    group = group or OneProcess()
+@patch
+def finish(self:Job, hist:list, sample0:str)->dict:
+    "The losses after training; the run's curves, samples and adapter, written by the main process."
+    cfg, group, model = self.cfg, self.group, self.model
     last = hist[-1] if hist and hist[-1]['step'] == cfg.steps else {}
-    after = _report(model, data, sh, cfg, valid=last.get('valid_loss'))  # measured at the last step
-    sample1 = _sample(model, tok, prompt, cfg) if cfg.out and cfg.samples != 0 else ''  # all ranks
+    after = self.evaluate(valid=last.get('valid_loss'))  # measured at the last step
+    sample1 = self.sample() if cfg.out and cfg.samples != 0 else ''  # by every process
     if not cfg.out: return after
-    o, base = Path(cfg.out), str(d.resolve())
+    o, base = Path(cfg.out), str(self.path.resolve())
     if group.main:
         plot_history(_metrics(o), o/'curves.png')  # what the run logged: step 0, resumes included
         if cfg.samples != 0: _write_samples(o/'samples.txt', sample0, sample1)
-    if cfg.fsdp:
-        save_adapter_sharded(model, o/'adapter', base_model_name_or_path=base, overwrite=True)
-        _write_ranks(o/'ranks.json', group, held or {})
-    else: save_adapter(model, o/'adapter', base_model_name_or_path=base, overwrite=True)
+    w = group.lora_weights(model)  # every process takes part in gathering them
+    group.on_main(lambda: save_adapter(model, o/'adapter', base, overwrite=True, weights=w))
+    group.report(o)
     return after
 
 # %% ../nbs/98_finetune.ipynb #2f334c26
@@ -239,35 +284,32 @@ def finetune(cfg:TrainConfig|None=None, # default: the shipped base, Python's do
              instruments:Instruments|None=None, # `09_instrument`'s; default: a logging spike guard
             )->dict:
     "Fine-tune a Llama with LoRA or QLoRA as `cfg` says: the losses before and after, the history."
-    cfg = cfg or TrainConfig(out='lorakit-run')
     try:
-        d, model, tok, docs, data, sh, group = _setup(cfg, resume, overwrite, log)
-        before, prompt = _report(model, data, sh, cfg), _prompt(docs)
-        sample0 = _sample(model, tok, prompt, cfg)
+        job = Job(cfg or TrainConfig(out='lorakit-run'), log)
+        job.start(resume, overwrite)
+        before, sample0 = job.evaluate(), job.sample()
     except KeyboardInterrupt:
         raise TrainingStopped("interrupted before training started: nothing was trained") from None
-    if not group.main: log = lambda *a, **k: None  # rank 0 speaks for the job
-    rows = _rows(data, sh, cfg)
-    log(f"{lora_summary(model).counts}\nbefore: {_losses(before, rows)}")
-    held = _RankBytes()
-    cbs = [*(instruments or Instruments()).callbacks(model), held]
-    hist = train(model, data, cfg, resume=resume, overwrite=overwrite, progress=progress, stop=stop,
-                 callbacks=cbs, loss_fn=job_loss(model, cfg, group), group=group,
-                 before=before['valid'])
-    try: after = _finish(model, tok, d, data, sh, cfg, hist, prompt, sample0, group, held.bytes)
-    except KeyboardInterrupt: raise TrainingStopped(_after_stop(cfg)) from None
-    log(f"after:  {_losses(after, rows)}{_wrote(cfg)}")
+    if not job.group.main: log = _quiet  # rank 0 speaks for the job
+    over = job.over()
+    log(f"{lora_summary(job.model).counts}\nbefore: {_losses(before, over)}")
+    cbs = (instruments or Instruments()).callbacks(job.model)
+    hist = job.fit(resume, overwrite, progress, stop, cbs, before=before['valid'])
+    try: after = job.finish(hist, sample0)
+    except KeyboardInterrupt: raise TrainingStopped(_after_stop(job.cfg)) from None
+    log(f"after:  {_losses(after, over)}{_wrote(job.cfg)}")
     return dict(before=before, after=after, history=hist)
 
 # %% ../nbs/98_finetune.ipynb #fd591da0
 def load_job(cfg:TrainConfig, # the job; its `out` must be None, since nothing is written
-            )->tuple:
-    "The job's model with LoRA on, its training rows and its processes, as `finetune` loads them."
+            )->Job:
+    "The job with its model loaded (LoRA on) as `finetune` loads it, and nothing run or written."
     if cfg.out:
         raise ValueError(f"load_job writes nothing, but out={cfg.out!r}: "
                          f"pass a TrainConfig with out=None")
-    _, model, _, _, data, _, group = _setup(cfg, resume=False, overwrite=False, log=lambda *a: None)
-    return model, data, group
+    job = Job(cfg, log=None)
+    job.start()
+    return job
 
 # %% ../nbs/98_finetune.ipynb #5963c62f
 class _StopAfter(Callback):
@@ -283,9 +325,7 @@ def first_steps(cfg:TrainConfig, # the job; its `out` must be None, since nothin
     if cfg.out:
         raise ValueError(f"first_steps writes nothing, but out={cfg.out!r}: "
                          f"pass a TrainConfig with out=None")
-    model, data, group = load_job(cfg)
-    return train(model, data, cfg, progress=False, callbacks=[*callbacks, _StopAfter(n)],
-                 loss_fn=job_loss(model, cfg, group), group=group)
+    return load_job(cfg).fit(progress=False, callbacks=[*callbacks, _StopAfter(n)])
 
 # %% ../nbs/98_finetune.ipynb #b224f910
 # not named: the seed (seeds are the baseline's noise), and settings that don't change training
@@ -319,3 +359,61 @@ def check_loss_curve(losses:list[float], # the run's losses, step 1 first
     raise AssertionError(f"the loss curve moved: at step {i+1} the loss is {losses[i]:.4f} and the "
                          f"baseline {ref[i]:.4f}, {dev[i]:.1f} x the tolerance {tol[i]:.4f} "
                          f"(one seed std); {len(off)} of {len(ref)} steps are off.{said} {_REBASE}")
+
+# %% ../nbs/98_finetune.ipynb #cee11597
+def _weights_id(d:Path)->str:
+    "What identifies a checkpoint wherever it lies: its config, each weight file's size and start."
+    h = hashlib.sha256(b'' if d.suffix == '.gguf' else (d/'config.json').read_bytes())
+    for f in [d] if d.suffix == '.gguf' else sorted(d.glob('*.safetensors')):
+        with open(f, 'rb') as fh:
+            h.update(f"{f.name} {f.stat().st_size}".encode())
+            h.update(fh.read(1 << 20))
+    return h.hexdigest()[:16]
+
+def _first(d:LMData, train:int, valid:int)->LMData:
+    "The first `train` training rows and `valid` held-out rows of `d`."
+    cut = lambda t, n: None if t is None else t[:n]
+    return LMData(cut(d.xt, train), cut(d.yt, train), cut(d.xv, valid), cut(d.yv, valid),
+                  cut(d.dt, train), cut(d.dv, valid))
+
+# what a proxy loaded and read: a change to these needs another proxy
+_RELOAD = ('model', 'data', 'field', 'chat', 'all_tokens', 'pack', 'on_bad', 'quant', 'dtype',
+           'seq_len', 'device')
+
+class JobProxy:
+    "A job shrunk to seconds, for the ratchet: its base loaded once, a fixed slice of its rows."
+    def __init__(self, cfg:TrainConfig|None=None, # the proxy's job; default: `proxy_config()`
+                 train_rows:int=512, # training rows kept from the job's rows
+                 valid_rows:int=64): # held-out rows, the same for every run
+        self.job = job = Job(cfg or proxy_config(), log=None)
+        if job.cfg.fsdp: raise ValueError("a proxy runs in one process: pass a config without fsdp")
+        self.config, self.base = job.cfg, job.load_base()
+        self.data = _first(job.data, train_rows, valid_rows)
+        self.identity = dict(task='lm', model=_weights_id(job.path), data=fingerprint(*self.data))
+
+# %% ../nbs/98_finetune.ipynb #1564052c
+class _CallerSigint(Callback):
+    "Put back, for the whole run, the Ctrl-C handler its caller had when the run began."
+    def __init__(self):
+        main = threading.current_thread() is threading.main_thread()
+        self.h = signal.getsignal(signal.SIGINT) if main else None
+    def begin_fit(self, s):
+        if self.h is not None: signal.signal(signal.SIGINT, self.h)  # `train` puts its old one back
+
+@patch
+def __call__(self:JobProxy, cfg:TrainConfig, seed:int)->Run:
+    "Train fresh LoRA adapters on the proxy's rows, as the job with `cfg` and `seed` would."
+    diff = [k for k in _RELOAD if getattr(cfg, k) != getattr(self.config, k)]
+    if diff:
+        had, want = (', '.join(f'{k}={getattr(c, k)!r}' for k in diff) for c in (self.config, cfg))
+        raise ValueError(f"this JobProxy loaded {had}; for {want} build another JobProxy")
+    t = time.perf_counter()
+    c = replace(cfg, seed=seed, out=None, eval_every=cfg.steps,
+                eval_batches=math.ceil(len(self.data.xv) / cfg.bs))
+    job = copy.copy(self.job)  # the rows and tokenizer it read, with this run's settings
+    job.cfg = c
+    set_seed(seed)  # before LoRA's A is drawn
+    m = job.prepare(copy.deepcopy(self.base))
+    h = train(m, self.data, c, progress=False, callbacks=[_CallerSigint()], loss_fn=job.loss(m),
+              group=job.group)
+    return Run(seed, [r['loss'] for r in h], h[-1]['valid_loss'], time.perf_counter() - t)

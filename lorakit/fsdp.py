@@ -8,6 +8,7 @@ import os, json, math, shutil, resource, datetime
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
+from fastcore.basics import patch
 import torch, torch.nn as nn, torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh, DeviceMesh
 from torch.distributed.fsdp import (fully_shard, MixedPrecisionPolicy, CPUOffloadPolicy,
@@ -30,7 +31,7 @@ from .adapters import *
 # %% auto #0
 __all__ = ['nf4_as_params', 'nf4_meta', 'launched', 'init_distributed', 'mesh_device', 'decoder_layers', 'shard_model',
            'grad_reduction', 'sharded_loss', 'scatter_param', 'peak_rss_mib', 'load_sharded', 'ShardedCheckpoint',
-           'Sharded', 'gather_lora', 'save_adapter_sharded', 'rank_bytes']
+           'Sharded', 'gather_lora', 'save_adapter_sharded', 'rank_bytes', 'process_group']
 
 # %% ../nbs/11_fsdp.ipynb #264ebf25
 _NF4_KEYS = ('packed', 'absmax', 'nested_absmax', 'offset')
@@ -382,3 +383,56 @@ def rank_bytes(model:nn.Module, opt=None)->dict:
           if isinstance(t, torch.Tensor) and t.ndim]
     return dict(base=nb(p for p in ps if not p.requires_grad),
                 lora=nb(p for p in ps if p.requires_grad), optimizer=nb(st))
+
+# %% ../nbs/11_fsdp.ipynb #295d2d09
+class _RankBytes(Callback):
+    "At the end of training, keep the bytes this rank holds (`rank_bytes`)."
+    def end_fit(self, s:LoopState): self.bytes = rank_bytes(s.model, s.opt)
+
+@patch
+def load(self:Sharded, job)->nn.Module:
+    "`job`'s model in shards (`load_sharded`), and this rank's peak memory before and after."
+    rss, c = peak_rss_mib(), job.cfg
+    model = load_sharded(job.path, self.mesh, job.dtype, c.quant == 'nf4', job.lora, c.seed,
+                         c.grad_ckpt, cpu_offload=c.cpu_offload)
+    self.load_rss = (rss, peak_rss_mib())
+    return model
+
+@patch
+def loss(self:Sharded, f):
+    "`f` split over the ranks (`sharded_loss`), for the reduction FSDP applies to gradients."
+    return sharded_loss(f, grad_reduction(self.mesh))
+
+@patch
+def lora_weights(self:Sharded, model)->dict|None: return gather_lora(model)
+
+@patch
+def on_main(self:Sharded, f):
+    "Run `f` on rank 0 while the other ranks wait; an error of `f` is raised on rank 0."
+    err = None
+    if self.main:
+        try: f()
+        except Exception as e: err = e
+    dist.barrier()
+    if err: raise err
+
+# %% ../nbs/11_fsdp.ipynb #a89cf82d
+@patch
+def callbacks(self:Sharded)->list:
+    "What a sharded run measures while it trains: the bytes each rank holds at the end."
+    self.held = _RankBytes()
+    return [self.held]
+
+@patch
+def report(self:Sharded, out:Path):
+    "ranks.json in `out`: each rank's peak memory while loading and the bytes it held."
+    rss, held = self.load_rss, getattr(getattr(self, 'held', None), 'bytes', {})
+    rec = dict(rank=self.rank, rss_before_load_mib=rss[0], rss_after_load_mib=rss[1], **held)
+    recs = [None]*self.world
+    dist.all_gather_object(recs, rec)
+    if not self.main: return
+    with atomic_path(Path(out)/'ranks.json') as t: t.write_text(json.dumps(recs, indent=2))
+
+def process_group(cfg:TrainConfig)->OneProcess|Sharded:
+    "A job's processes: this rank's `Sharded` under torchrun with `cfg.fsdp`, else `OneProcess()`."
+    return Sharded(init_distributed(cfg.device, cfg.dist_timeout)) if cfg.fsdp else OneProcess()

@@ -397,9 +397,18 @@ class FileCheckpoint:
         read_checkpoint(Path(out)/self.name, config, data)
 
 class OneProcess:
-    "How `train` runs in one process: it writes the run's files, and decides alone when to stop."
-    main, checkpoint = True, FileCheckpoint()
+    "How a job runs in one process: it loads, trains, writes and decides to stop alone."
+    main, rank, world, checkpoint = True, 0, 1, FileCheckpoint()
     def any(self, flag:bool)->bool: return flag  # with several processes: true if true on any
+    def barrier(self): "Nothing to wait for."
+    def load(self, job)->nn.Module:
+        "`job`'s base on this process's device, with LoRA on (`job.prepare`)."
+        return job.prepare(job.load_base())
+    def loss(self, f): return f  # the loss of this process's rows is the loss
+    def lora_weights(self, model)->dict: return lora_state_dict(model)
+    def on_main(self, f): return f()  # this process is the main one
+    def callbacks(self)->list: return []
+    def report(self, out:Path): "Nothing to gather from other processes."
 
 # %% ../nbs/07_train.ipynb #d668a6f0
 # checkpoint/ and ranks.json: a sharded run's (11_fsdp); the last seven: the instruments' (09)
