@@ -14,6 +14,7 @@ from .model import Llama, LlamaConfig, generate, read_model_config
 from .data import *
 from .pretrain import evaluate_lm, eval_rows, base_path
 from .train import *
+from .run import *
 from .adapters import save_adapter
 from .instrument import Instruments
 from .memory import pick_loss

@@ -14,8 +14,8 @@ from .core import *
 from .model import Llama
 from .data import load_tokenizer, lm_data, LMData
 from .inject import add_lora
-from .train import TrainConfig, train, fingerprint, job_docs, job_dtype, Callback
-from .train import TrainingStopped, job_model_path
+from .train import TrainConfig, job_docs, job_dtype, Callback, job_model_path
+from .run import train, fingerprint, TrainingStopped
 
 # %% auto #0
 __all__ = ['KNOBS', 'ProxyRun', 'BlockProxy', 'proxy_config', 'LMProxy', 'config_dict', 'lib_versions', 'Record', 'Verdict',
