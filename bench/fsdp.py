@@ -132,7 +132,8 @@ def worker(a):
     from lorakit.data import pydoc_docs, load_tokenizer, lm_data
     from lorakit.model import Llama
     from lorakit.inject import add_lora
-    from lorakit.train import train, TrainConfig, Callback
+    from lorakit.train import TrainConfig, Callback
+    from lorakit.run import train
     from lorakit.memory import pick_loss, estimate_memory
     from lorakit.fsdp import init_distributed, load_sharded, Sharded, sharded_loss, grad_reduction, peak_rss_mib
     torch.set_num_threads(a.threads)

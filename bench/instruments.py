@@ -29,7 +29,7 @@ def cases(model):
 
 def step_times(model, data, cfg, cbs, ctx):
     "The times of the steps of one short `train` run, without its first and last."
-    from lorakit.train import train
+    from lorakit.run import train
     ts = []
     with ctx(): train(model, data, cfg, progress=False, callbacks=cbs, on_step=lambda r: ts.append(time.perf_counter()))
     return [b - a for a, b in zip(ts, ts[1:])][:-1]

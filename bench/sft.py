@@ -25,7 +25,8 @@ def main():
     from lorakit.data import load_tokenizer
     from lorakit.model import Llama, smollm2_checkpoint, generate
     from lorakit.inject import add_lora
-    from lorakit.train import TrainConfig, train
+    from lorakit.train import TrainConfig
+    from lorakit.run import train
     from lorakit.memory import chunked_lm_loss
     from lorakit.pretrain import evaluate_lm
     from lorakit.sft import pydoc_chats, chat_data

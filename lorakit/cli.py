@@ -24,7 +24,7 @@ def _in_library(e:BaseException)->bool:
 
 def _exit_code(e:Exception)->int|None:
     "The exit code for an error a user can cause or fix; None for a bug, which keeps its traceback."
-    from lorakit.train import TrainingStopped
+    from lorakit.run import TrainingStopped
     if isinstance(e, TrainingStopped): return 130
     if _in_library(e): return None
     if isinstance(e, (ValueError, FileNotFoundError, NotADirectoryError, ModuleNotFoundError)):
@@ -396,7 +396,8 @@ def _nudge_report(a:dict, rt, cfg, res):
 def _nudge(argv:list[str]):
     a = vars(nudge_parser().parse_args(argv))
     from lorakit.core import check_arg
-    from lorakit.train import TrainConfig, TrainingStopped
+    from lorakit.train import TrainConfig
+    from lorakit.run import TrainingStopped
     from lorakit.nudge import LMProxy, Ratchet, proxy_config, nudge
     check_arg('--seeds', a['seeds'], a['seeds'] >= 2, 'an int >= 2 (one seed gives no noise band)')
     for k in ('max_probes', 'rounds', 'proxy_steps', 'proxy_bs', 'proxy_seq_len',

@@ -16,11 +16,12 @@ from .model import Llama, LlamaConfig, generate, read_model_config
 from .data import *
 from .pretrain import evaluate_lm, eval_rows, base_path
 from .train import *
+from .run import *
 from .adapters import save_adapter
 from .instrument import Instruments
 from .memory import pick_loss
 from .fsdp import Sharded, process_group
-from .nudge import Run, proxy_config
+from .nudge import ProxyRun, proxy_config
 from .sft import read_chats, chat_data
 
 # %% auto #0
@@ -401,7 +402,7 @@ class _CallerSigint(Callback):
         if self.h is not None: signal.signal(signal.SIGINT, self.h)  # `train` puts its old one back
 
 @patch
-def __call__(self:JobProxy, cfg:TrainConfig, seed:int)->Run:
+def __call__(self:JobProxy, cfg:TrainConfig, seed:int)->ProxyRun:
     "Train fresh LoRA adapters on the proxy's rows, as the job with `cfg` and `seed` would."
     diff = [k for k in _RELOAD if getattr(cfg, k) != getattr(self.config, k)]
     if diff:
@@ -416,4 +417,4 @@ def __call__(self:JobProxy, cfg:TrainConfig, seed:int)->Run:
     m = job.prepare(copy.deepcopy(self.base))
     h = train(m, self.data, c, progress=False, callbacks=[_CallerSigint()], loss_fn=job.loss(m),
               group=job.group)
-    return Run(seed, [r['loss'] for r in h], h[-1]['valid_loss'], time.perf_counter() - t)
+    return ProxyRun(seed, [r['loss'] for r in h], h[-1]['valid_loss'], time.perf_counter() - t)

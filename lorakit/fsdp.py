@@ -25,7 +25,7 @@ from .qlora import *
 from .model import *
 from .model import weight_files, check_weight_names, read_weight, gguf_checkpoint
 from .train import *
-from .train import check_same_run
+from .run import *
 from .adapters import *
 
 # %% auto #0

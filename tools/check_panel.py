@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Render 12_nudge's `NudgePanel` in JupyterLab in headless Chromium, click it, and check what the kernel holds.
+"""Render 12a_panel's `NudgePanel` in JupyterLab in headless Chromium, click it, and check what the kernel holds.
 
     python tools/check_panel.py                  # the check
     python tools/check_panel.py --write-image    # ... and (re)write nbs/images/nudge_panel.png, the docs' picture of it
@@ -24,19 +24,20 @@ from check_site import CHROMIUM_ARGS, find_chromium
 
 START, TYPED = 0.005389, 0.001  # the panel starts off any slider's grid; a user then types 1e-3 into the box
 CLICKS = [('nudge up', 3e-3), ('nudge up', 9e-3), ('nudge down', 3e-3), ('nudge down', 1e-3)]
-BUILD = f"""from lorakit.nudge import BlockProxy, Ratchet, NudgePanel
+BUILD = f"""from lorakit.nudge import BlockProxy, Ratchet
+from lorakit.panel import NudgePanel
 rt = Ratchet('store.json', BlockProxy(config=dict(lr=1e-3)), log=None)
 p = NudgePanel(rt, cfg=dict(lr={START!r}, steps=100, bs=64))
 p"""
 # a panel with every knob, on a task that makes up its runs at once: only its labels are looked at
-EVERY = """from lorakit.nudge import Run
+EVERY = """from lorakit.nudge import ProxyRun
 class Instant:
     config, identity = dict(lr=2e-3, r=8, alpha=16.0, dropout=0.05, warmup=2, weight_decay=0.0), dict(task='instant')
-    def __call__(self, cfg, seed): return Run(seed, [3 - i/20 for i in range(20)], 2 + seed/100, 0.)
+    def __call__(self, cfg, seed): return ProxyRun(seed, [3 - i/20 for i in range(20)], 2 + seed/100, 0.)
 NudgePanel(Ratchet('instant.json', Instant(), log=None))"""
-STATE = ("import json, lorakit.nudge as N\n"
+STATE = ("import json, lorakit.panel as P\n"
          "print(json.dumps(dict(values=p.values, shown=p.controls['lr'].value, busy=p.busy, "
-         "rows=[r['lr'] for r in p.rows], records=len(rt.store['records']), legend=N._LEGEND * N._DPI / 72)))")
+         "rows=[r['lr'] for r in p.rows], records=len(rt.store['records']), legend=P._LEGEND * P._DPI / 72)))")
 # run code in the notebook's kernel and return what it prints: the kernel holds the values that count
 KERNEL_RUN = """async (code) => {
     const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;

@@ -45,7 +45,7 @@ ADDRESS_JS = r"""() => (document.querySelector('article')?.innerText.match(/.{0,
 CODE_PX = 13  # the least font size, in px, that code may be shown in
 CODE_FONT_JS = r"""() => [...document.querySelectorAll('article pre')].map(p => parseFloat(getComputedStyle(p.querySelector('code') || p).fontSize))"""
 
-# the picture of the nudge panel on 12_nudge's page, drawn (a broken link draws nothing)
+# the picture of the nudge panel on 12a_panel's page, drawn (a broken link draws nothing)
 PANEL_JS = "() => [...document.querySelectorAll('article img')].some(i => /nudge_panel/.test(i.src) && i.naturalWidth > 0)"
 # scroll the first element that matches a CSS selector into view; false if there is none
 SCROLL_JS = "sel => { const e = document.querySelector(sel); if (e) e.scrollIntoView(); return !!e; }"
@@ -144,8 +144,8 @@ def check(site:Path=SITE, shots:Path=None)->list:
             page.goto(base + '07_train/', wait_until='load'); page.screenshot(path=shots/'07_train.png', full_page=False)
             if not page.evaluate(SCROLL_JS, '.jp-OutputArea img'): problems.append('07_train/: shows no plot to screenshot')
             page.screenshot(path=shots/'07_train_curves.png')
-            page.goto(base + '12_nudge/', wait_until='load')  # the nudge panel, as a picture of it in JupyterLab
-            if not page.evaluate(PANEL_JS): problems.append('12_nudge/: the picture of the nudge panel is not shown')
+            page.goto(base + '12a_panel/', wait_until='load')  # the nudge panel, as a picture of it in JupyterLab
+            if not page.evaluate(PANEL_JS): problems.append('12a_panel/: the picture of the nudge panel is not shown')
             page.goto(base + '01_lora/', wait_until='load')  # a page of code: 100-character lines, no scrollbars
             if not page.evaluate(SCROLL_JS, '#loralinear'): problems.append('01_lora/: no #loralinear heading')
             page.screenshot(path=shots/'01_lora_code.png')
