@@ -15,7 +15,8 @@ from jaxtyping import Bool, Float, jaxtyped
 from beartype import beartype
 from torch.autograd.gradcheck import GradcheckError
 from .core import *
-from .train import Callback, LoopState, NonFiniteError, TrainingStopped, span
+from .train import Callback, LoopState, NonFiniteError, span
+from .run import TrainingStopped
 
 # %% auto #0
 __all__ = ['GradNorms', 'SpikeGuard', 'module_norms', 'ActivationStats', 'token_mean', 'GradReport', 'check_grad', 'wilson',
