@@ -15,7 +15,7 @@ from .model import Llama, LlamaConfig, hf_config, weight_files
 
 # %% auto #0
 __all__ = ['gguf_name', 'dequant_q8_0', 'dequant_q4_0', 'dequant_q4_1', 'GGUFFile', 'gguf_config', 'gguf_checkpoint',
-           'read_checkpoint', 'load_llama', 'read_model_config', 'tensor_shapes']
+           'weight_sources', 'load_llama', 'read_model_config', 'tensor_shapes']
 
 # %% ../nbs/05a_gguf.ipynb #eefe7534
 _GGUF_TOP = {'token_embd': 'model.embed_tokens', 'output_norm': 'model.norm', 'output': 'lm_head'}
@@ -177,7 +177,7 @@ def from_gguf(cls:Llama, path:str|Path, # a llama.cpp .gguf file of a Llama
     return cls.from_weights(cfg, files, dtype or 'float32', device, quantize)
 
 # %% ../nbs/05a_gguf.ipynb #45c99f2d
-def read_checkpoint(path:str|Path, # a Hugging Face checkpoint directory or a .gguf file
+def weight_sources(path:str|Path, # a Hugging Face checkpoint directory or a .gguf file
                    )->tuple[LlamaConfig, dict]:
     "The config, and each tensor's source (`read_weight` reads it), of either kind of checkpoint."
     p = Path(path)
@@ -190,7 +190,7 @@ def load_llama(path:str|Path, # a Hugging Face checkpoint directory or a .gguf f
                quantize:bool|dict=False, # True, or dict(targets=, blocksize=, double_quant=): NF4
               )->Llama:
     "A `Llama` from a Hugging Face checkpoint directory or a llama.cpp GGUF file."
-    return Llama.from_weights(*read_checkpoint(path), dtype, device, quantize)
+    return Llama.from_weights(*weight_sources(path), dtype, device, quantize)
 
 # %% ../nbs/05a_gguf.ipynb #d54804e5
 def read_model_config(path:str|Path, # a checkpoint directory or a .gguf file
