@@ -13,6 +13,7 @@ from .core import *
 from .inject import add_lora, lora_modules, lora_state_dict, unload_lora
 from .qlora import NF4Linear, merge_to_16bit
 from .model import Llama
+from .gguf import load_llama
 from .data import load_tokenizer
 
 # %% auto #0
@@ -233,7 +234,7 @@ def merged_model(model_dir:str|Path, # the base checkpoint
     "The base in `model_dir` with the adapter in `adapter_dir` merged into its weights: a `Llama`."
     spec = _quantize_spec(_read_config(Path(adapter_dir)), base)
     qdtype = spec.pop('dtype', 'float32') if spec else dtype
-    model = Llama.from_pretrained(model_dir, dtype=qdtype, device='cpu', quantize=spec or False)
+    model = load_llama(model_dir, dtype=qdtype, device='cpu', quantize=spec or False)
     with warnings.catch_warnings():
         if base == 'original':  # asked for: no warning that this isn't the base it trained on
             warnings.filterwarnings('ignore', '.* was trained on an NF4 base', UserWarning)

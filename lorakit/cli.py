@@ -205,7 +205,8 @@ def _chat(argv:list[str]):
     import torch
     from lorakit.core import check_arg, get_device
     from lorakit.data import load_tokenizer
-    from lorakit.model import Llama, generate
+    from lorakit.model import generate
+    from lorakit.gguf import load_llama
     from lorakit.train import job_dtype, job_model_path, TrainConfig
     from lorakit.adapters import merged_model
     check_arg('--max-new-tokens', a.max_new_tokens, a.max_new_tokens >= 1, 'an int >= 1')
@@ -218,7 +219,7 @@ def _chat(argv:list[str]):
     # no chat template: fail before loading anything
     tok.apply_chat_template(msgs + [dict(role='user', content='')], True)
     model = (merged_model(d, a.adapter) if a.adapter
-             else Llama.from_pretrained(d, dtype=job_dtype('auto', dev), device=dev))
+             else load_llama(d, dtype=job_dtype('auto', dev), device=dev))
     model.to(dev).eval()
     stop, ctx = _stop_ids(d, tok), model.config.max_position_embeddings
     def reply(text:str)->str:

@@ -11,6 +11,7 @@ from typing import NamedTuple
 import numpy as np, torch
 from tokenizers import Tokenizer
 from .core import atomic_path
+from .gguf import GGUFFile, tensor_shapes
 
 # %% auto #0
 __all__ = ['ByteTokenizer', 'HFTokenizer', 'load_tokenizer', 'read_texts', 'pydoc_docs', 'play_text', 'shakespeare', 'split_docs',
@@ -136,7 +137,6 @@ def __repr__(self:HFTokenizer):
 # %% ../nbs/06_data.ipynb #284fd247
 def _check_rows(d:Path, vocab_size:int):
     "Raise if the embedding in the weights of checkpoint `d` doesn't have `vocab_size` rows."
-    from lorakit.model import tensor_shapes
     try: rows = tensor_shapes(d).get('model.embed_tokens.weight', (None,))[0]
     except (FileNotFoundError, ValueError): return  # no weights to compare with
     if rows is not None and rows != vocab_size:
@@ -516,7 +516,6 @@ def from_gguf(cls:HFTokenizer, path:str|Path, # a llama.cpp .gguf file
              )->HFTokenizer:
     "The tokenizer in a GGUF file's metadata, as a `tokenizers` byte-level BPE with its specials."
     from tokenizers import AddedToken, decoders, models
-    from lorakit.model import GGUFFile
     g = GGUFFile(path)
     if (kind := g.meta('tokenizer.ggml.model')) != 'gpt2':
         raise ValueError(f"{g.path} holds a {kind!r} tokenizer (tokenizer.ggml.model); lorakit "

@@ -10,7 +10,8 @@ from pathlib import Path
 import torch, torch.nn as nn
 from .core import *
 from .inject import add_lora, find_targets, lora_summary
-from .model import Llama, LlamaConfig, generate, read_model_config
+from .model import Llama, LlamaConfig, generate
+from .gguf import load_llama, read_model_config
 from .data import *
 from .pretrain import evaluate_lm, eval_rows, base_path
 from .train import *
@@ -156,7 +157,7 @@ def _load(d:Path, cfg:TrainConfig, group, dev:torch.device, lora:dict)->nn.Modul
                              cfg.grad_ckpt, cpu_offload=cfg.cpu_offload)
         group.load_rss = (rss, peak_rss_mib())  # peak resident MiB before and after, for ranks.json
         return model
-    model = Llama.from_pretrained(d, dtype=dtype, device=dev, quantize=cfg.quant == 'nf4')
+    model = load_llama(d, dtype=dtype, device=dev, quantize=cfg.quant == 'nf4')
     add_lora(model, **lora)
     if cfg.grad_ckpt: grad_checkpointing(model)
     if cfg.compile != 'off':
