@@ -12,7 +12,8 @@ import torch, torch.nn as nn
 from fastcore.basics import patch
 from .core import *
 from .inject import add_lora, find_targets, lora_summary
-from .model import Llama, LlamaConfig, generate, read_model_config
+from .model import Llama, LlamaConfig, generate
+from .gguf import load_llama, read_model_config
 from .data import *
 from .pretrain import evaluate_lm, eval_rows, base_path
 from .train import *
@@ -128,7 +129,7 @@ class Job:
 def load_base(self:Job)->Llama:
     "The checkpoint, in the job's dtype, on its device, in NF4 if `cfg.quant` says so; no LoRA."
     q = self.cfg.quant == 'nf4'
-    return Llama.from_pretrained(self.path, dtype=self.dtype, device=self.device, quantize=q)
+    return load_llama(self.path, dtype=self.dtype, device=self.device, quantize=q)
 
 @patch
 def prepare(self:Job, model:nn.Module)->nn.Module:

@@ -23,7 +23,8 @@ from .inject import *
 from .nf4 import *
 from .qlora import *
 from .model import *
-from .model import weight_files, check_weight_names, read_weight, gguf_checkpoint
+from .model import check_weight_names, read_weight
+from .gguf import weight_sources
 from .train import *
 from .run import *
 from .adapters import *
@@ -217,9 +218,7 @@ def load_sharded(path:str|Path, # a Hugging Face Llama checkpoint directory, or 
                 )->Llama:
     "The sharded model, built on meta; rank 0 reads a tensor at a time, sends each rank its shard."
     d, rank = Path(path), dist.get_rank()
-    cfg, files = (gguf_checkpoint(d) if d.suffix == '.gguf' else
-                  (LlamaConfig.from_dict(json.loads((d/'config.json').read_text())),
-                   weight_files(d)))
+    cfg, files = weight_sources(d)
     dtype, dev = get_dtype(dtype or cfg.dtype), mesh_device(mesh)
     q = ({} if quantize is True else quantize) if quantize else None
     with torch.device('meta'): model = Llama(cfg).to(dtype)

@@ -13,7 +13,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 from .core import *
-from .model import Llama, LlamaConfig, GGUFFile, gguf_config
+from .model import Llama, LlamaConfig
+from .gguf import GGUFFile, gguf_config
 from .inject import find_targets
 from .train import Callback, LoopState, lm_loss, OPTIMIZERS
 

@@ -12,6 +12,7 @@ from fastcore.basics import patch
 import lorakit
 from .core import *
 from .model import Llama
+from .gguf import load_llama
 from .data import load_tokenizer, lm_data, LMData
 from .inject import add_lora
 from .train import TrainConfig, job_docs, job_dtype, Callback, job_model_path
@@ -74,7 +75,7 @@ class LMProxy:
                  valid_rows:int=64): # held-out rows, the same for every run
         self.config = cfg = cfg or proxy_config()
         d, dev = job_model_path(cfg), get_device(cfg.device)
-        self.base = Llama.from_pretrained(d, dtype=job_dtype(cfg.dtype, dev), device=dev,
+        self.base = load_llama(d, dtype=job_dtype(cfg.dtype, dev), device=dev,
                                           quantize=cfg.quant == 'nf4')
         tok, mc = load_tokenizer(d, self.base.config.vocab_size), self.base.config
         data = lm_data(job_docs(cfg), tok, cfg.seq_len, max_len=mc.max_position_embeddings)
