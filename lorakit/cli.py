@@ -340,8 +340,6 @@ def pretrain_cli(argv:list[str]|None=None): # the arguments; default: the comman
 # %% ../nbs/99_cli.ipynb #8f8f1f87
 _NOT_PROXY = ('out', 'steps', 'bs', 'seq_len', 'grad_accum', 'eval_every', 'eval_batches',
               'samples', 'save_every', 'seed', 'fsdp', 'cpu_offload', 'dist_timeout',
-              # the proxy task is text (12_nudge's LMProxy): a chat job's flags do nothing there
-              'chat', 'all_tokens', 'pack', 'on_bad',
               'compile')  # a proxy run takes seconds: compiling would cost more than it saves
 
 def nudge_parser()->argparse.ArgumentParser:
@@ -406,7 +404,8 @@ def _nudge(argv:list[str]):
     from lorakit.core import check_arg
     from lorakit.train import TrainConfig
     from lorakit.run import TrainingStopped
-    from lorakit.nudge import LMProxy, Ratchet, proxy_config, nudge
+    from lorakit.nudge import Ratchet, proxy_config, nudge
+    from lorakit.finetune import JobProxy
     check_arg('--seeds', a['seeds'], a['seeds'] >= 2, 'an int >= 2 (one seed gives no noise band)')
     for k in ('max_probes', 'rounds', 'proxy_steps', 'proxy_bs', 'proxy_seq_len',
               'train_rows', 'valid_rows', 'job_steps'):
@@ -420,7 +419,7 @@ def _nudge(argv:list[str]):
     if job['data']: job['data'] = [str(Path(f).resolve()) for f in job['data']]
     cfg = proxy_config(TrainConfig(**job, steps=a['job_steps']), a['proxy_steps'], a['proxy_bs'],
                        a['proxy_seq_len'])
-    rt = Ratchet(a['store'], LMProxy(cfg, a['train_rows'], a['valid_rows']),
+    rt = Ratchet(a['store'], JobProxy(cfg, a['train_rows'], a['valid_rows']),
                  seeds=range(a['seeds']), log=lambda m: print(m, flush=True))
     res = nudge(a['param'], rt, cfg, a['step'], a['max_probes'], not a['no_interpolate'],
                 a['rounds'])  # Ctrl-C: TrainingStopped after the run in progress, which is kept

@@ -11,17 +11,13 @@ import numpy as np, torch
 from fastcore.basics import patch
 import lorakit
 from .core import *
-from .model import Llama
-from .gguf import load_llama
-from .data import load_tokenizer, lm_data, LMData
-from .inject import add_lora
-from .train import TrainConfig, job_docs, job_dtype, Callback, job_model_path
-from .run import train, fingerprint, TrainingStopped
+from .train import TrainConfig
+from .run import TrainingStopped
 
 # %% auto #0
-__all__ = ['KNOBS', 'ProxyRun', 'BlockProxy', 'proxy_config', 'LMProxy', 'config_dict', 'lib_versions', 'Record', 'Verdict',
-           'compare', 't_critical', 'Ratchet', 'changed_settings', 'Drift', 'seed_band', 'Knob', 'parabola_min',
-           'NudgeResult', 'nudge']
+__all__ = ['KNOBS', 'ProxyRun', 'BlockProxy', 'proxy_config', 'config_dict', 'lib_versions', 'Record', 'Verdict', 'compare',
+           't_critical', 'Ratchet', 'changed_settings', 'Drift', 'seed_band', 'Knob', 'parabola_min', 'NudgeResult',
+           'nudge']
 
 # %% ../nbs/12_nudge.ipynb #d81dceb9
 @dataclass
@@ -44,7 +40,7 @@ class BlockProxy:
     def __call__(self, cfg:dict, seed:int)->ProxyRun:
         unknown = set(cfg) - {'lr', 'steps', 'bs'}
         if unknown: raise ValueError(f"BlockProxy trains with lr, steps and bs only, not "
-                                     f"{sorted(unknown)}: nudge those on an LMProxy")
+                                     f"{sorted(unknown)}: nudge those on a JobProxy")
         t = time.perf_counter()
         set_seed(seed)
         m = Block(self.sz)
@@ -63,64 +59,6 @@ def proxy_config(cfg:TrainConfig|None=None, # the job to shrink; default: the de
     warmup = round(cfg.warmup * steps / cfg.steps)
     return replace(cfg, steps=steps, bs=bs, seq_len=seq_len, grad_accum=1, warmup=warmup,
                    eval_every=steps, samples=0, out=None)
-
-# %% ../nbs/12_nudge.ipynb #f3983751
-# what `LMProxy` loaded: changing these needs a new one
-_RELOAD = ('model', 'data', 'field', 'quant', 'dtype', 'seq_len', 'device')
-
-class LMProxy:
-    "A fine-tune job shrunk to seconds: its model loaded once, a fixed slice of its data."
-    def __init__(self, cfg:TrainConfig|None=None, # the proxy's settings; default: the default job's
-                 train_rows:int=512, # training rows kept from the job's data
-                 valid_rows:int=64): # held-out rows, the same for every run
-        self.config = cfg = cfg or proxy_config()
-        d, dev = job_model_path(cfg), get_device(cfg.device)
-        self.base = load_llama(d, dtype=job_dtype(cfg.dtype, dev), device=dev,
-                                          quantize=cfg.quant == 'nf4')
-        tok, mc = load_tokenizer(d, self.base.config.vocab_size), self.base.config
-        data = lm_data(job_docs(cfg), tok, cfg.seq_len, max_len=mc.max_position_embeddings)
-        if len(data.xt) < cfg.bs:
-            raise ValueError(f"the data gives {len(data.xt)} training rows of {cfg.seq_len} "
-                             f"tokens, fewer than --bs {cfg.bs}: use more text or a smaller bs")
-        self.data = LMData(data.xt[:train_rows], data.yt[:train_rows],
-                           data.xv[:valid_rows], data.yv[:valid_rows])
-        self.identity = dict(task='lm', model=_weights_id(d), data=fingerprint(*self.data))
-
-# %% ../nbs/12_nudge.ipynb #32719c95
-def _weights_id(d:Path)->str:
-    "What identifies a checkpoint wherever it lies: its config, each weight file's size and start."
-    h = hashlib.sha256(b'' if d.suffix == '.gguf' else (d/'config.json').read_bytes())
-    for f in [d] if d.suffix == '.gguf' else sorted(d.glob('*.safetensors')):
-        with open(f, 'rb') as fh:
-            h.update(f"{f.name} {f.stat().st_size}".encode())
-            h.update(fh.read(1 << 20))
-    return h.hexdigest()[:16]
-
-# %% ../nbs/12_nudge.ipynb #466afad3
-class _CallerSigint(Callback):
-    "Put back, for the whole run, the Ctrl-C handler its caller had when the run began."
-    def __init__(self):
-        main = threading.current_thread() is threading.main_thread()
-        self.h = signal.getsignal(signal.SIGINT) if main else None
-    def begin_fit(self, s):
-        if self.h is not None: signal.signal(signal.SIGINT, self.h)  # `train` puts its old one back
-
-@patch
-def __call__(self:LMProxy, cfg:TrainConfig, seed:int)->ProxyRun:
-    "Train fresh LoRA adapters on the proxy's slice with `cfg` and `seed`; return the run's curve."
-    diff = [k for k in _RELOAD if getattr(cfg, k) != getattr(self.config, k)]
-    if diff:
-        had, want = (', '.join(f'{k}={getattr(c, k)!r}' for k in diff) for c in (self.config, cfg))
-        raise ValueError(f"this LMProxy loaded {had}; for {want} build another LMProxy")
-    t = time.perf_counter()
-    m = copy.deepcopy(self.base)
-    set_seed(seed)  # before add_lora, which draws A
-    add_lora(m, targets=cfg.targets, r=cfg.r, alpha=cfg.alpha, dropout=cfg.dropout,
-             rslora=cfg.rslora)
-    c = replace(cfg, seed=seed, out=None, eval_every=cfg.steps,
-                eval_batches=math.ceil(len(self.data.xv) / cfg.bs))
-    h = train(m, self.data, c, progress=False, callbacks=[_CallerSigint()])
-    return ProxyRun(seed, [r['loss'] for r in h], h[-1]['valid_loss'], time.perf_counter() - t)
 
 # %% ../nbs/12_nudge.ipynb #d7912b53
 def config_dict(cfg)->dict:
