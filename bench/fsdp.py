@@ -190,8 +190,9 @@ def worker(a):
     rec['step_times'] = [t1 - t0 for t0, t1 in zip(probe.starts, probe.starts[1:])][MEM_STEPS:]  # steps 3 .. steps-1
     if cuda:
         rec['peak'] = torch.cuda.max_memory_allocated()
-        rec['estimate'] = estimate_memory(d, quant=a.quant, r=LORA['r'], bs=a.bs // world, seq_len=a.seq_len, world_size=world,
-                                          dtype='bf16' if dtype == torch.bfloat16 else 'float32', dropout=LORA['dropout'], loss=loss_name).peak
+        job = TrainConfig(quant=a.quant, r=LORA['r'], bs=a.bs // world, seq_len=a.seq_len, fsdp=sharded,
+                          dtype='bf16' if dtype == torch.bfloat16 else 'float32', dropout=LORA['dropout'], loss=loss_name)
+        rec['estimate'] = estimate_memory(job, d, world_size=world).peak
     Path(a.result, f'rank{rank}.json').write_text(json.dumps(rec))
     if sharded: dist.destroy_process_group()
 

@@ -65,7 +65,7 @@ def batch(V, bs, T, seed=0):
 def predicted_vs_measured(a):
     "Table 1: one row per configuration, the measured and predicted peaks."
     from lorakit.memory import measure_steps, estimate_memory, chunked_lm_loss
-    from lorakit.train import lm_loss
+    from lorakit.train import lm_loss, TrainConfig
     cases = [('base', q, s, c, 'chunked') for s in a.base_sizes for q in ('nf4', 'none') for c in (False, True)]
     cases += [('SmolLM2-135M', q, s, c, 'chunked') for s in a.smol_sizes for q in ('nf4', 'none') for c in (False, True)]
     cases += [('SmolLM2-135M', q, a.smol_sizes[0], c, 'plain') for q in ('nf4', 'none') for c in (False, True)]
@@ -75,7 +75,8 @@ def predicted_vs_measured(a):
         m, cfg = lorakit_model('base' if which == 'base' else 'smollm2', quant, ckpt)
         x, y = batch(m.config.vocab_size, bs, T)
         tl = measure_steps(m, x, y, steps=2, loss_fn=chunked_lm_loss if loss == 'chunked' else lm_loss)
-        e = estimate_memory(cfg, quant=quant, r=8, bs=bs, seq_len=T, grad_ckpt=ckpt, dtype='float32', lora_dtype='float32', dropout=0.05, loss=loss)
+        job = TrainConfig(quant=quant, r=8, bs=bs, seq_len=T, grad_ckpt=ckpt, dtype='float32', dropout=0.05, loss=loss)
+        e = estimate_memory(job, cfg)
         err = (e.peak - tl.peak) / tl.peak * 100
         rows.append((which, quant, f"{bs} x {T}", 'on' if ckpt else 'off', loss, tl.peak, e.peak, err))
         print(f"  {which} {quant} {bs}x{T} ckpt={ckpt} {loss}: measured {mib(tl.peak):.1f} MiB, predicted {mib(e.peak):.1f} MiB ({err:+.1f}%), "
@@ -98,9 +99,11 @@ QLORA_AFTER_WRAP = 3.72  # GiB, their reserved_after_model_wrap for QLoRA at 512
 def fsdp_qlora():
     "Table 2: the estimator on fsdp_qlora's Llama-2-7B runs, beside the published peaks; and the components of QLoRA at 2048."
     from lorakit.memory import estimate_memory
-    est = lambda kind, T, ws=2: estimate_memory(LLAMA2_7B, quant='nf4' if kind == 'QLoRA' else 'none', r=64, bs=1, seq_len=T,
-                                                targets=['q_proj', 'k_proj', 'v_proj', 'up_proj', 'down_proj', 'gate_proj'], grad_ckpt=True,
-                                                dtype='bf16', lora_dtype='bf16', dropout=0.1, loss='plain', world_size=ws)
+    from lorakit.train import TrainConfig
+    job = lambda kind, T: TrainConfig(quant='nf4' if kind == 'QLoRA' else 'none', r=64, bs=1, seq_len=T,
+                                      targets=['q_proj', 'k_proj', 'v_proj', 'up_proj', 'down_proj', 'gate_proj'], grad_ckpt=True,
+                                      dtype='bf16', dropout=0.1, loss='plain', fsdp=True)
+    est = lambda kind, T, ws=2: estimate_memory(job(kind, T), LLAMA2_7B, world_size=ws, lora_dtype='bf16')
     out = ["Llama-2-7B, LoRA r 64 on q, k, v, gate, up, down, dropout 0.1, bf16 weights (QLoRA: NF4 + double quant), LoRA and activations, "
            "AdamW, gradient checkpointing, the plain loss, batch 1, FSDP over 2 GPUs; published: peak per GPU\n",
            "| train type | seq | predicted GiB | published GiB | published peak | predicted / published |", "|---|---:|---:|---:|---|---:|"]

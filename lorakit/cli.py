@@ -9,7 +9,7 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['run_guarded', 'train_parser', 'train_config', 'train_cli', 'merge_parser', 'merge_cli', 'chat_parser', 'chat_cli',
-           'mem_parser', 'mem_cli', 'proxy_cli', 'pretrain_cli', 'nudge_parser', 'nudge_cli', 'main']
+           'mem_parser', 'mem_config', 'mem_cli', 'proxy_cli', 'pretrain_cli', 'nudge_parser', 'nudge_cli', 'main']
 
 # %% ../nbs/99_cli.ipynb #c2e3c492
 def _lorakit_dir()->Path: return Path(importlib.util.find_spec('lorakit').origin).parent.resolve()
@@ -248,47 +248,48 @@ def chat_cli(argv:list[str]|None=None): # the arguments; default: the command li
     sys.exit(run_guarded('lorakit-chat', _chat, sys.argv[1:] if argv is None else argv))
 
 # %% ../nbs/99_cli.ipynb #c2b9ea8c
+_MEM_DOCS = dict(model="a checkpoint directory, its config.json, or a .gguf file: only the "
+                 "model's sizes are read; None: lorakit's shipped Shakespeare base")
+
 def mem_parser()->argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='lorakit-mem',
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-                                description="Predict the peak GPU memory of a LoRA or QLoRA run "
-                                "from a model's config.json, and say what makes it fit.")
-    p.add_argument('--model', required=True,
-                   help='a checkpoint directory, its config.json, or a .gguf file (no weights '
-                   'are read)')
-    p.add_argument('--quant', default='nf4', choices=('nf4', 'none'),
-                   help='the base in 4 bits (QLoRA) or not')
-    p.add_argument('--r', type=int, default=8, help='LoRA rank')
-    p.add_argument('--targets', default='all-linear',
-                   help="'all-linear', or a regex (full match) of the linears' names")
-    p.add_argument('--bs', type=int, default=1, help='rows per micro-batch, per GPU')
-    p.add_argument('--seq-len', type=int, default=512, help='tokens per row')
-    p.add_argument('--grad-accum', type=int, default=1, help='micro-batches per optimizer step')
-    p.add_argument('--grad-ckpt', action='store_true', help='gradient checkpointing')
-    p.add_argument('--dtype', default='bf16', help="the base's dtype and the compute dtype")
-    p.add_argument('--lora-dtype', default='float32', help="the LoRA weights' dtype")
-    p.add_argument('--optimizer', default='adamw',
-                   choices=('adamw', 'radam', 'sgd-momentum', 'sgd'),
-                   help="as lorakit-train's: 2 states a LoRA weight, 1 for sgd-momentum")
-    p.add_argument('--loss', default='chunked', choices=('chunked', 'plain'),
-                   help="the chunked loss never holds the full logits")
-    p.add_argument('--gpus', type=int, default=1,
-                   help='GPUs, sharing the model with FSDP when more than 1')
-    p.add_argument('--cpu-offload', action='store_true',
-                   help="FSDP keeps the shards in host memory")
-    p.add_argument('--gpu-mem', type=float, default=24., help='memory of each GPU, GiB')
+    "`lorakit-mem`'s flags: `lorakit-train`'s, with the same defaults; --gpus and --gpu-mem."
+    from fastcore.docments import docments
+    from lorakit.train import TrainConfig
+    from lorakit.memory import MEMORY_FIELDS
+    p = argparse.ArgumentParser(prog='lorakit-mem', description="Predict the peak GPU memory of "
+                                "a lorakit-train run, from the model's sizes alone, and say what "
+                                "makes it fit. With no arguments: lorakit-train's default job.")
+    docs = docments(TrainConfig) | dict(out='the run directory') | _TRAIN_DOCS | _MEM_DOCS
+    other = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in MEMORY_FIELDS)
+    _add_fields(p.add_argument_group('the job', "lorakit-train's flags that change a step's "
+                                     "memory"), TrainConfig, docs, skip=other)
+    _add_fields(p.add_argument_group('ignored', "lorakit-train's other flags, taken so that its "
+                                     "command line runs here unchanged: they change no tensor a "
+                                     "step keeps"), TrainConfig, docs, skip=MEMORY_FIELDS)
+    g = p.add_argument_group('the machine')
+    g.add_argument('--gpus', type=int, default=1,
+                   help='GPUs sharing the model under --fsdp (default: 1)')
+    g.add_argument('--gpu-mem', type=float, default=24.,
+                   help='memory of each GPU, GiB (default: 24)')
     return p
 
+def mem_config(argv:list[str])->tuple:
+    "The `TrainConfig` that `argv` asks `lorakit-mem` about, its --gpus and its --gpu-mem."
+    from lorakit.train import TrainConfig
+    a = vars(mem_parser().parse_args(argv))
+    gpus, gpu_mem = a.pop('gpus'), a.pop('gpu_mem')
+    if a['model']: a['model'] = str(Path(a['model']).resolve())
+    if not gpus >= 1: raise ValueError(f"--gpus must be an int >= 1, got {gpus}")
+    if not gpu_mem > 0: raise ValueError(f"--gpu-mem must be > 0 GiB, got {gpu_mem}")
+    return TrainConfig(**a), gpus, gpu_mem
+
+# %% ../nbs/99_cli.ipynb #93bb696d
 def _mem(argv:list[str]):
+    cfg, gpus, gpu_mem = mem_config(argv)
     from lorakit.memory import plan_fit, usable
-    a = mem_parser().parse_args(argv)
-    if not a.gpu_mem > 0: raise ValueError(f"--gpu-mem must be > 0 GiB, got {a.gpu_mem}")
-    est, ok, fixes = plan_fit(a.model, a.gpu_mem, quant=a.quant, r=a.r, targets=a.targets, bs=a.bs,
-                              seq_len=a.seq_len, grad_accum=a.grad_accum, grad_ckpt=a.grad_ckpt,
-                              dtype=a.dtype, lora_dtype=a.lora_dtype, optimizer=a.optimizer,
-                              loss=a.loss, world_size=a.gpus, cpu_offload=a.cpu_offload)
+    est, ok, fixes = plan_fit(cfg, gpu_mem, world_size=gpus)
     print(est.table())
-    room = f"{usable(a.gpu_mem) / 2**30:.1f} GiB usable of {a.gpu_mem:g} GiB per GPU"
+    room = f"{usable(gpu_mem) / 2**30:.1f} GiB usable of {gpu_mem:g} GiB per GPU"
     print(f"\npeak {est.peak / 2**30:.2f} GiB per GPU: {'fits' if ok else 'does not fit'} ({room})")
     if not ok:
         print("what makes it fit:" if fixes else
@@ -296,7 +297,7 @@ def _mem(argv:list[str]):
         for what, e in fixes: print(f"  {what}: {e.peak / 2**30:.2f} GiB")
 
 def mem_cli(argv:list[str]|None=None): # the arguments; default: the command line's
-    "`lorakit-mem`: predict a run's peak memory from a config.json, and what makes it fit."
+    "`lorakit-mem`: predict a `lorakit-train` run's peak memory, and what makes it fit."
     sys.exit(run_guarded('lorakit-mem', _mem, sys.argv[1:] if argv is None else argv))
 
 # %% ../nbs/99_cli.ipynb #79dd5e5c
