@@ -200,48 +200,54 @@ def _stop_ids(d:Path, tok)->list[int]:
     return sorted(ids)
 
 # %% ../nbs/99_cli.ipynb #4b927212
-def _chat(argv:list[str]):
-    a = chat_parser().parse_args(argv)
-    import torch
-    from lorakit.core import check_arg, get_device
-    from lorakit.data import load_tokenizer
-    from lorakit.model import generate
-    from lorakit.gguf import load_llama
-    from lorakit.train import job_dtype, job_model_path, TrainConfig
-    from lorakit.adapters import merged_model
-    check_arg('--max-new-tokens', a.max_new_tokens, a.max_new_tokens >= 1, 'an int >= 1')
-    check_arg('--temperature', a.temperature, a.temperature >= 0, 'a number >= 0')
-    check_arg('--top-p', a.top_p, a.top_p is None or 0 < a.top_p <= 1, 'a number in (0, 1]')
-    check_arg('--top-k', a.top_k, a.top_k is None or a.top_k >= 1, 'an int >= 1')  # 0 is not "off"
-    d, dev = job_model_path(TrainConfig(model=a.model)), get_device(a.device)
-    tok = load_tokenizer(d)
-    msgs = [dict(role='system', content=a.system)] if a.system else []
-    # no chat template: fail before loading anything
-    tok.apply_chat_template(msgs + [dict(role='user', content='')], True)
-    model = (merged_model(d, a.adapter) if a.adapter
-             else load_llama(d, dtype=job_dtype('auto', dev), device=dev))
-    model.to(dev).eval()
-    stop, ctx = _stop_ids(d, tok), model.config.max_position_embeddings
-    def reply(text:str)->str:
-        msgs.append(dict(role='user', content=text))
-        ids = torch.tensor([tok.apply_chat_template(msgs, True)], device=dev)
+class _Chat:
+    "A conversation with `lorakit-chat`'s model: a `Job` of the checkpoint, the adapter merged in."
+    def __init__(self, a:argparse.Namespace):
+        from lorakit.train import TrainConfig
+        from lorakit.finetune import Job
+        from lorakit.adapters import merged_model
+        self.a, self.job = a, Job(TrainConfig(model=a.model, device=a.device, quant='none'), None)
+        self.msgs = [dict(role='system', content=a.system)] if a.system else []
+        # no chat template: fail before loading anything
+        self.job.tok.apply_chat_template(self.msgs + [dict(role='user', content='')], True)
+        m = merged_model(self.job.path, a.adapter) if a.adapter else self.job.load_base()
+        self.model = m.to(self.job.device).eval()
+        self.stop = _stop_ids(self.job.path, self.job.tok)
+
+    def reply(self, text:str)->str:
+        "The model's answer to `text`, both kept in the conversation."
+        import torch
+        from lorakit.model import generate
+        a, tok, ctx = self.a, self.job.tok, self.model.config.max_position_embeddings
+        self.msgs.append(dict(role='user', content=text))
+        ids = torch.tensor([tok.apply_chat_template(self.msgs, True)], device=self.job.device)
         n = min(a.max_new_tokens, ctx - ids.shape[1])
         if n < 1:
             raise ValueError(f"the conversation is {ids.shape[1]} tokens, the model's whole "
                              f"context ({ctx}): start a new one")
-        out = generate(model, ids, n, a.temperature, a.top_k, a.top_p, eos_id=stop,
+        out = generate(self.model, ids, n, a.temperature, a.top_k, a.top_p, eos_id=self.stop,
                        seed=a.seed)[0, ids.shape[1]:]
         r = tok.decode(out)
-        msgs.append(dict(role='assistant', content=r))
+        self.msgs.append(dict(role='assistant', content=r))
         return r
+
+# %% ../nbs/99_cli.ipynb #bad34218
+def _chat(argv:list[str]):
+    a = chat_parser().parse_args(argv)
+    from lorakit.core import check_arg
+    check_arg('--max-new-tokens', a.max_new_tokens, a.max_new_tokens >= 1, 'an int >= 1')
+    check_arg('--temperature', a.temperature, a.temperature >= 0, 'a number >= 0')
+    check_arg('--top-p', a.top_p, a.top_p is None or 0 < a.top_p <= 1, 'a number in (0, 1]')
+    check_arg('--top-k', a.top_k, a.top_k is None or a.top_k >= 1, 'an int >= 1')  # 0 is not "off"
+    chat = _Chat(a)
     if a.prompt is not None:
-        print(reply(a.prompt))
+        print(chat.reply(a.prompt))
         return
     while True:
         try: line = input('you> ')
         except EOFError: break
         if not line.strip(): break
-        print(reply(line), flush=True)
+        print(chat.reply(line), flush=True)
 
 def chat_cli(argv:list[str]|None=None): # the arguments; default: the command line's
     "`lorakit-chat`: talk to a chat model, with a trained adapter if given."
