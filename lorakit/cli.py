@@ -349,10 +349,24 @@ _NOT_PROXY = ('out', 'steps', 'bs', 'seq_len', 'grad_accum', 'eval_every', 'eval
               'samples', 'save_every', 'seed', 'fsdp', 'cpu_offload', 'dist_timeout',
               'compile')  # a proxy run takes seconds: compiling would cost more than it saves
 
-def nudge_parser()->argparse.ArgumentParser:
-    "`lorakit-nudge`'s flags: the job's that shape learning, the proxy's, and the nudge's."
+def _proxy_flags(p:argparse.ArgumentParser):
+    "`lorakit-nudge`'s flags of the proxy, and the job's that shape learning."
     from fastcore.docments import docments
     from lorakit.train import TrainConfig
+    x = p.add_argument_group('the proxy', 'the job shrunk to seconds a run')
+    x.add_argument('--proxy-steps', type=int, default=20)
+    x.add_argument('--proxy-bs', type=int, default=8)
+    x.add_argument('--proxy-seq-len', type=int, default=32)
+    x.add_argument('--train-rows', type=int, default=512)
+    x.add_argument('--valid-rows', type=int, default=64)
+    x.add_argument('--job-steps', type=int, default=250,
+                   help="the full job's steps: its warm-up keeps its share of them in the proxy")
+    _add_fields(p.add_argument_group('the job', "lorakit-train's flags"), TrainConfig,
+                docments(TrainConfig) | _TRAIN_DOCS, skip=_NOT_PROXY)
+
+# %% ../nbs/99_cli.ipynb #b5523c36
+def nudge_parser()->argparse.ArgumentParser:
+    "`lorakit-nudge`'s flags: the job's that shape learning, the proxy's, and the nudge's."
     from lorakit.nudge import KNOBS
     p = argparse.ArgumentParser(prog='lorakit-nudge', epilog=_DOCS_HELP,
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -375,16 +389,7 @@ def nudge_parser()->argparse.ArgumentParser:
                    help="make the best config the store's baseline")
     n.add_argument('--plot', default=None,
                    help='save the loss against each parameter to this PNG file')
-    x = p.add_argument_group('the proxy', 'the job shrunk to seconds a run')
-    x.add_argument('--proxy-steps', type=int, default=20)
-    x.add_argument('--proxy-bs', type=int, default=8)
-    x.add_argument('--proxy-seq-len', type=int, default=32)
-    x.add_argument('--train-rows', type=int, default=512)
-    x.add_argument('--valid-rows', type=int, default=64)
-    x.add_argument('--job-steps', type=int, default=250,
-                   help="the full job's steps: its warm-up keeps its share of them in the proxy")
-    _add_fields(p.add_argument_group('the job', "lorakit-train's flags"), TrainConfig,
-                docments(TrainConfig) | _TRAIN_DOCS, skip=_NOT_PROXY)
+    _proxy_flags(p)
     return p
 
 # %% ../nbs/99_cli.ipynb #761aac36
@@ -406,6 +411,7 @@ def _nudge_report(a:dict, rt, cfg, res):
     if a['promote']: rt.promote(res.best)
     print(f"{rt.ran} runs made; every run is kept in {a['store']}")
 
+# %% ../nbs/99_cli.ipynb #be1c6a14
 def _nudge(argv:list[str]):
     a = vars(nudge_parser().parse_args(argv))
     from lorakit.core import check_arg
