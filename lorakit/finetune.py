@@ -379,6 +379,8 @@ def _first(d:LMData, train:int, valid:int)->LMData:
     return LMData(cut(d.xt, train), cut(d.yt, train), cut(d.xv, valid), cut(d.yv, valid),
                   cut(d.dt, train), cut(d.dv, valid))
 
+_ONE_PROCESS = dict(fsdp=False, cpu_offload=False)
+
 # what a proxy loaded and read: a change to these needs another proxy
 _RELOAD = ('model', 'data', 'field', 'chat', 'all_tokens', 'pack', 'on_bad', 'quant', 'dtype',
            'seq_len', 'device')
@@ -388,8 +390,8 @@ class JobProxy:
     def __init__(self, cfg:TrainConfig|None=None, # the proxy's job; default: `proxy_config()`
                  train_rows:int=512, # training rows kept from the job's rows
                  valid_rows:int=64): # held-out rows, the same for every run
-        self.job = job = Job(cfg or proxy_config(), log=None)
-        if job.cfg.fsdp: raise ValueError("a proxy runs in one process: pass a config without fsdp")
+        # one process: sharding changes no number (11_fsdp), and a proxy run takes seconds
+        self.job = job = Job(replace(cfg or proxy_config(), **_ONE_PROCESS), log=None)
         self.config, self.base = job.cfg, job.load_base()
         self.data = _first(job.data, train_rows, valid_rows)
         self.identity = dict(task='lm', model=_weights_id(job.path), data=fingerprint(*self.data))
@@ -411,7 +413,7 @@ def __call__(self:JobProxy, cfg:TrainConfig, seed:int)->ProxyRun:
         had, want = (', '.join(f'{k}={getattr(c, k)!r}' for k in diff) for c in (self.config, cfg))
         raise ValueError(f"this JobProxy loaded {had}; for {want} build another JobProxy")
     t = time.perf_counter()
-    c = replace(cfg, seed=seed, out=None, eval_every=cfg.steps,
+    c = replace(cfg, seed=seed, out=None, eval_every=cfg.steps, **_ONE_PROCESS,
                 eval_batches=math.ceil(len(self.data.xv) / cfg.bs))
     job = copy.copy(self.job)  # the rows and tokenizer it read, with this run's settings
     job.cfg = c
