@@ -260,8 +260,10 @@ def progress_bar(total:int, # the run's steps
                  file=None, # a stream for a text line; None: tqdm.auto's (a widget in Jupyter)
                 ):
     "A tqdm bar over a run's steps: its widget in a notebook, its one-line bar in a terminal."
-    bar = tqdm if file is None else tqdm_text
-    return bar(total=total, initial=start, file=file, unit='step', leave=True)
+    if file is None:  # TQDM_DISABLE=1 silences this one
+        return tqdm(total=total, initial=start, unit='step', leave=True)
+    # a stream given is a line asked for, whatever TQDM_DISABLE says
+    return tqdm_text(total=total, initial=start, file=file, unit='step', leave=True, disable=False)
 
 def _show(bar, rec:dict):
     "Move `bar` one step on, showing the step's loss, and its validation loss if measured."
