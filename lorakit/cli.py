@@ -9,7 +9,8 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['run_guarded', 'train_parser', 'train_config', 'train_cli', 'merge_parser', 'merge_cli', 'chat_parser', 'chat_cli',
-           'mem_parser', 'mem_config', 'mem_cli', 'proxy_cli', 'pretrain_cli', 'nudge_parser', 'nudge_cli', 'main']
+           'mem_parser', 'mem_config', 'mem_job', 'mem_cli', 'proxy_cli', 'pretrain_cli', 'nudge_parser', 'nudge_cli',
+           'main']
 
 # %% ../nbs/99_cli.ipynb #c2e3c492
 def _lorakit_dir()->Path: return Path(importlib.util.find_spec('lorakit').origin).parent.resolve()
@@ -89,6 +90,8 @@ def _add_fields(p, cls, docs:dict, skip:tuple=()):
         p.add_argument('--' + f.name.replace('_', '-'),
                        help=docs[f.name].replace('None: ', 'if not given, ') + default, **kw)
 
+def _heading(g)->str: return g.__name__.removesuffix('Settings').lower()
+
 _TRAIN_DOCS = dict(targets="'all-linear', a regex, or layer names separated by commas",
                    autocast='bf16 autocast; auto: on for a GPU that supports bf16')
 
@@ -96,21 +99,24 @@ _TRAIN_DOCS = dict(targets="'all-linear', a regex, or layer names separated by c
 def train_parser()->argparse.ArgumentParser:
     "`lorakit-train`'s flags: one per `TrainConfig` and `Instruments` field; how to run it."
     from fastcore.docments import docments
-    from lorakit.train import TrainConfig
+    from lorakit.train import SETTINGS, settings_docs
     from lorakit.instrument import Instruments
     p = argparse.ArgumentParser(prog='lorakit-train', epilog=_DOCS_HELP,
                                 description="Fine-tune a Llama with QLoRA (or LoRA). With no "
                                 "arguments: the Shakespeare base that ships with lorakit, on "
                                 "Python's reference docs.")
-    _add_fields(p, TrainConfig, docments(TrainConfig) | dict(out='the run directory') | _TRAIN_DOCS)
+    docs = settings_docs() | dict(out='the run directory') | _TRAIN_DOCS
+    for g in SETTINGS:  # one heading a group of `TrainConfig`'s fields
+        _add_fields(p.add_argument_group(_heading(g), g.__doc__), g, docs)
     _add_fields(p.add_argument_group('instruments', 'what they write goes into --out; see '
                                      'lorakit.instrument'), Instruments, docments(Instruments))
-    p.add_argument('--resume', action='store_true',
+    h = p.add_argument_group('how to run')
+    h.add_argument('--resume', action='store_true',
                    help='continue the run in --out from its checkpoint, with the same settings')
-    p.add_argument('--overwrite', action='store_true',
+    h.add_argument('--overwrite', action='store_true',
                    help="replace the run in --out (its files only; anything else there is left "
                    "alone)")
-    p.add_argument('--debug', action='store_true',
+    h.add_argument('--debug', action='store_true',
                    help="on an error, or the first NaN --nan-check finds, open a debugger (ipdb if "
                    "installed, else pdb) where it happened, the step's batch and module in scope")
     return p
@@ -259,13 +265,12 @@ _MEM_DOCS = dict(model="a checkpoint directory, its config.json, or a .gguf file
 
 def mem_parser()->argparse.ArgumentParser:
     "`lorakit-mem`'s flags: `lorakit-train`'s, with the same defaults; --gpus and --gpu-mem."
-    from fastcore.docments import docments
-    from lorakit.train import TrainConfig
+    from lorakit.train import TrainConfig, settings_docs
     from lorakit.memory import MEMORY_FIELDS
     p = argparse.ArgumentParser(prog='lorakit-mem', description="Predict the peak GPU memory of "
                                 "a lorakit-train run, from the model's sizes alone, and say what "
                                 "makes it fit. With no arguments: lorakit-train's default job.")
-    docs = docments(TrainConfig) | dict(out='the run directory') | _TRAIN_DOCS | _MEM_DOCS
+    docs = settings_docs() | dict(out='the run directory') | _TRAIN_DOCS | _MEM_DOCS
     other = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in MEMORY_FIELDS)
     _add_fields(p.add_argument_group('the job', "lorakit-train's flags that change a step's "
                                      "memory"), TrainConfig, docs, skip=other)
@@ -290,10 +295,24 @@ def mem_config(argv:list[str])->tuple:
     return TrainConfig(**a), gpus, gpu_mem
 
 # %% ../nbs/99_cli.ipynb #93bb696d
+def mem_job(cfg): # the `TrainConfig` of `mem_config`
+    "The `Job` `lorakit-mem` estimates, and its sizes, read strictly (no defaults filled in)."
+    from lorakit.memory import read_llama_config
+    from lorakit.finetune import Job
+    from lorakit.pretrain import base_path
+    m = Path(cfg.model) if cfg.model else None
+    mc = read_llama_config(cfg.model or base_path())  # a message naming any size left out
+    if m is not None and m.suffix == '.json':  # a checkpoint's config.json, with no weights
+        if m.name != 'config.json':
+            raise ValueError(f"--model {m}: name the file config.json, or pass its directory")
+        cfg = dataclasses.replace(cfg, model=str(m.parent))
+    return Job(cfg, None), mc
+
 def _mem(argv:list[str]):
     cfg, gpus, gpu_mem = mem_config(argv)
     from lorakit.memory import plan_fit, usable
-    est, ok, fixes = plan_fit(cfg, gpu_mem, world_size=gpus)
+    job, mc = mem_job(cfg)
+    est, ok, fixes = plan_fit(job, gpu_mem, model_config=mc, world_size=gpus)
     print(est.table())
     room = f"{usable(gpu_mem) / 2**30:.1f} GiB usable of {gpu_mem:g} GiB per GPU"
     print(f"\npeak {est.peak / 2**30:.2f} GiB per GPU: {'fits' if ok else 'does not fit'} ({room})")
@@ -351,8 +370,7 @@ _NOT_PROXY = ('out', 'steps', 'bs', 'seq_len', 'grad_accum', 'eval_every', 'eval
 
 def _proxy_flags(p:argparse.ArgumentParser):
     "`lorakit-nudge`'s flags of the proxy, and the job's that shape learning."
-    from fastcore.docments import docments
-    from lorakit.train import TrainConfig
+    from lorakit.train import TrainConfig, settings_docs
     x = p.add_argument_group('the proxy', 'the job shrunk to seconds a run')
     x.add_argument('--proxy-steps', type=int, default=20)
     x.add_argument('--proxy-bs', type=int, default=8)
@@ -362,7 +380,7 @@ def _proxy_flags(p:argparse.ArgumentParser):
     x.add_argument('--job-steps', type=int, default=250,
                    help="the full job's steps: its warm-up keeps its share of them in the proxy")
     _add_fields(p.add_argument_group('the job', "lorakit-train's flags"), TrainConfig,
-                docments(TrainConfig) | _TRAIN_DOCS, skip=_NOT_PROXY)
+                settings_docs() | _TRAIN_DOCS, skip=_NOT_PROXY)
 
 # %% ../nbs/99_cli.ipynb #b5523c36
 def nudge_parser()->argparse.ArgumentParser:

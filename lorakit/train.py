@@ -16,9 +16,11 @@ from .data import *
 from .pretrain import lr_at, evaluate_lm, eval_rows, base_path
 
 # %% auto #0
-__all__ = ['OPTIMIZERS', 'TrainConfig', 'job_model_path', 'job_inputs', 'job_docs', 'job_dtype', 'one_cycle_lr', 'lr_schedule',
-           'make_optimizer', 'lm_loss', 'span', 'backward_tokens', 'grad_checkpointing', 'compile_layers',
-           'progress_bar', 'LoopState', 'Callback', 'NonFiniteError', 'validate', 'fit', 'plot_history', 'sample_text']
+__all__ = ['OPTIMIZERS', 'SETTINGS', 'DataSettings', 'ModelSettings', 'OptimizerSettings', 'SpeedSettings', 'RunSettings',
+           'TrainConfig', 'settings_docs', 'job_model_path', 'job_inputs', 'job_docs', 'job_dtype', 'one_cycle_lr',
+           'lr_schedule', 'make_optimizer', 'lm_loss', 'span', 'backward_tokens', 'grad_checkpointing',
+           'compile_layers', 'progress_bar', 'LoopState', 'Callback', 'NonFiniteError', 'validate', 'fit',
+           'plot_history', 'sample_text']
 
 # %% ../nbs/07_train.ipynb #ce4657b4
 _quants, _schedules, _losses = ('nf4', 'none'), ('cosine', 'onecycle'), ('auto', 'chunked', 'plain')
@@ -35,9 +37,9 @@ def _compile_backends()->list:
 
 # %% ../nbs/07_train.ipynb #8ea25d67
 @dataclass
-class TrainConfig:
-    "Every setting of a fine-tune: `lorakit-train`'s flags, kept with the run, checked on resume."
-    # a local Llama checkpoint directory; None: lorakit's shipped Shakespeare base
+class DataSettings:
+    "What the job trains on: the base checkpoint and the data."
+    # a local Llama checkpoint directory or a .gguf file; None: lorakit's shipped Shakespeare base
     model:str|None=None
     # .txt or .jsonl files, or directories of them; None: Python's reference docs
     data:list|None=None
@@ -52,6 +54,11 @@ class TrainConfig:
     # with chat data: 'stop' at a conversation that can't be trained on, naming its line,
     # or 'skip' it
     on_bad:str='stop'
+
+# %% ../nbs/07_train.ipynb #2322a1c1
+@dataclass
+class ModelSettings:
+    "How the base is held, and the LoRA added to it."
     quant:str='nf4' # 'nf4' (QLoRA: the base in 4 bits) or 'none' (LoRA on the full-precision base)
     dtype:str='auto' # the base's dtype: 'auto' is bf16 on a GPU that supports it, else float32
     r:int=8 # LoRA rank
@@ -59,6 +66,11 @@ class TrainConfig:
     dropout:float=0.05 # dropout on the LoRA path's input
     rslora:bool=False # scale by alpha/sqrt(r) instead
     targets:str|list='all-linear' # 'all-linear', a regex, or a list of layer names
+
+# %% ../nbs/07_train.ipynb #2cfc2046
+@dataclass
+class OptimizerSettings:
+    "The optimizer, its schedule, and the batches each step sees."
     lr:float=2e-3 # peak learning rate
     steps:int=250 # optimizer steps
     bs:int=16 # rows per micro-batch
@@ -70,6 +82,11 @@ class TrainConfig:
     # 'adamw', 'radam' (Adam rectified: no warm-up needed) or 'sgd-momentum' (momentum 0.9)
     optimizer:str='adamw'
     weight_decay:float=0.0 # decoupled from the gradient (AdamW, RAdam); with SGD, L2 on it
+
+# %% ../nbs/07_train.ipynb #2a86a341
+@dataclass
+class SpeedSettings:
+    "Speed and memory: how a step runs, not what it computes."
     grad_ckpt:bool=False # recompute activations in backward, for memory
     # 'on': each decoder layer under torch.compile (inductor), for faster steps after a compile of
     # seconds to a minute; or the name of another torch.compile backend
@@ -78,6 +95,11 @@ class TrainConfig:
     # over twice the hidden size (10_memory; the job picks it, `train` takes a `loss_fn`)
     loss:str='auto'
     autocast:bool|None=None # bf16 autocast; None: on for a GPU that supports bf16
+
+# %% ../nbs/07_train.ipynb #0d4d89e1
+@dataclass
+class RunSettings:
+    "Validation, samples, checkpoints, the device and the processes."
     # validate every this many steps (and before the first, with a run directory);
     # None: five times a run (only at the end of a run under 25 steps)
     eval_every:int|None=None
@@ -99,7 +121,18 @@ class TrainConfig:
     # with --fsdp: seconds a rank waits for the others in a collective before it fails
     dist_timeout:float=600
 
+# %% ../nbs/07_train.ipynb #53da1c6b
+@dataclass
+class TrainConfig(RunSettings, SpeedSettings, OptimizerSettings, ModelSettings, DataSettings):
+    "Every setting of a fine-tune: `lorakit-train`'s flags, kept with the run, checked on resume."
     def __post_init__(self): _check_config(self)
+
+SETTINGS = (DataSettings, ModelSettings, OptimizerSettings, SpeedSettings, RunSettings)
+
+def settings_docs()->dict:
+    "Each `TrainConfig` field's comment, read from its group's source: what `--help` prints."
+    from fastcore.docments import docments
+    return {k: d[k] for g in SETTINGS for d in [docments(g)] for k in g.__dataclass_fields__}
 
 # %% ../nbs/07_train.ipynb #a5faabd9
 def _is_int(v, lo:int=1)->bool: return type(v) is int and v >= lo
