@@ -6,7 +6,7 @@
 
 Three ways to lay out the same documents in rows of `seq_len` tokens, each timed as forward + backward of the LoRA
 model over all of them, in batches of `bs` rows:
-- padded: one document per row, padded to seq_len (13_sft's `chat_data`); no cross-talk, padding costs compute;
+- padded: one document per row, padded to seq_len (06b_instruct's `chat_data`); no cross-talk, padding costs compute;
 - packed + doc mask: documents end to end, `doc_ids` passed to the model (05_model: positions restart per document,
   block-diagonal causal attention); no cross-talk, little padding;
 - packed, plain causal: the same rows without `doc_ids`: what packing costs without the mask, with cross-talk.
@@ -71,7 +71,7 @@ def main():
     run("the shipped base (byte tokens), QLoRA, paragraphs of Python's docs", base, docs, 256, 8, tok.eos_id, 1 if a.quick else a.reps)
     if a.quick: return
     from lorakit.model import smollm2_checkpoint
-    from lorakit.sft import pydoc_chats, encode_chat
+    from lorakit.instruct import pydoc_chats, encode_chat
     ck = smollm2_checkpoint(); tok = load_tokenizer(ck)
     smol = add_lora(Llama.from_pretrained(ck, dtype='float32', device='cpu', quantize=True), dropout=0.)
     docs = [encode_chat(tok, c)[0] for c in pydoc_chats()[:40]]

@@ -5,7 +5,7 @@
     python bench/sft.py --steps 10       # shorter
     python bench/sft.py --no-pack        # one conversation a row, padded
 
-The data is 13_sft's `pydoc_chats`: a question per topic of Python's reference docs, answered by the topic's opening,
+The data is 06b_instruct's `pydoc_chats`: a question per topic of Python's reference docs, answered by the topic's opening,
 split by topic, so every held-out question is about a topic the run never saw. The loss is on the assistant's tokens only.
 Printed: the held-out loss before and after, the time per step, and for the first `--show` held-out questions the greedy
 answers before and after (up to the end-of-turn token, at most `--max-new` tokens), next to the reference answer's opening.
@@ -29,7 +29,7 @@ def main():
     from lorakit.run import train
     from lorakit.memory import chunked_lm_loss
     from lorakit.pretrain import evaluate_lm
-    from lorakit.sft import pydoc_chats, chat_data
+    from lorakit.instruct import pydoc_chats, chat_data
     ckpt = smollm2_checkpoint()
     tok = load_tokenizer(ckpt)
     data, held, skipped = chat_data(pydoc_chats(), tok, a.seq_len, on_bad='skip', pack=not a.no_pack)

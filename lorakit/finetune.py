@@ -23,7 +23,7 @@ from .instrument import Instruments
 from .memory import pick_loss
 from .fsdp import Sharded, process_group
 from .nudge import ProxyRun, proxy_config
-from .sft import read_chats, chat_data
+from .instruct import read_chats, chat_data
 
 # %% auto #0
 __all__ = ['is_chat_job', 'chat_job_data', 'job_rows', 'Job', 'finetune', 'load_job', 'first_steps', 'check_loss_curve',
