@@ -406,7 +406,7 @@ class LMData(NamedTuple):
     yt:torch.Tensor
     xv:torch.Tensor
     yv:torch.Tensor
-    dt:torch.Tensor|None=None  # each position's document, for rows of whole documents (13_sft)
+    dt:torch.Tensor|None=None  # each position's document, in rows of whole documents (06b)
     dv:torch.Tensor|None=None
 
 def lm_data(docs:list[str], # the corpus, one string per document

@@ -47,7 +47,7 @@ def is_chat_job(cfg:TrainConfig)->bool:
 
 # %% ../nbs/98_finetune.ipynb #d2bc36cc
 def chat_job_data(cfg:TrainConfig, tok)->tuple:
-    "A chat job's rows (13_sft's `chat_data`), its held-out conversations, and those skipped, why."
+    "A chat job's rows (06b's `chat_data`), its held-out conversations, and those it skipped, why."
     if not cfg.data:
         raise ValueError("--chat trains on conversations: pass --data with .jsonl files of them, "
                          "one a line ('messages', or 'prompt' and 'completion')")

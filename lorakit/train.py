@@ -44,7 +44,7 @@ class DataSettings:
     # .txt or .jsonl files, or directories of them; None: Python's reference docs
     data:list|None=None
     field:str='text' # the key of each .jsonl line that holds the text
-    # train on conversations (13_sft): the model's chat template, the loss on the assistant's
+    # train on conversations (06b_instruct): the model's chat template, the loss on the assistant's
     # tokens; None: if the first .jsonl line holds 'messages', or 'prompt' and 'completion'
     chat:bool|None=None
     all_tokens:bool=False # with chat data: the loss on every token, not only the assistant's
