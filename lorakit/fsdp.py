@@ -247,6 +247,7 @@ def _rank0_values(model:nn.Module, # the sharded skeleton, its memory allocated
         else: yield read_weight(files, name.replace('.base.', '.'), p, dev, dtype)
 
 # %% ../nbs/11_fsdp.ipynb #c7815e6c
+@takes_quant
 def load_sharded(path:str|Path, # a Hugging Face Llama checkpoint directory, or a .gguf file
                  mesh:DeviceMesh, # the ranks, from `init_distributed`
                  dtype:str|torch.dtype|None=None, # the base's dtype; default: the checkpoint's

@@ -11,7 +11,7 @@ import torch
 from safetensors import safe_open
 from fastcore.basics import patch
 from .core import *
-from .qlora import QuantSpec
+from .qlora import QuantSpec, takes_quant
 from .model import Llama, LlamaConfig, hf_config, weight_files
 
 # %% auto #0
@@ -168,6 +168,7 @@ def gguf_checkpoint(path:str|Path)->tuple[LlamaConfig, dict]:
 
 # %% ../nbs/05a_gguf.ipynb #73d2635d
 @patch(cls_method=True)
+@takes_quant
 def from_gguf(cls:Llama, path:str|Path, # a llama.cpp .gguf file of a Llama
               dtype:str|torch.dtype|None=None, # default: float32
               device:str|None=None, # default: the GPU if there is one
@@ -185,6 +186,7 @@ def weight_sources(path:str|Path, # a Hugging Face checkpoint directory or a .gg
     return gguf_checkpoint(p) if p.suffix == '.gguf' else (hf_config(p), weight_files(p))
 
 # %% ../nbs/05a_gguf.ipynb #8f58f773
+@takes_quant
 def load_llama(path:str|Path, # a Hugging Face checkpoint directory or a .gguf file
                dtype:str|torch.dtype|None=None, # default: the checkpoint's (a GGUF file: float32)
                device:str|None=None, # default: the GPU if there is one

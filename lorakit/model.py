@@ -17,7 +17,7 @@ from beartype import beartype
 from .core import *
 from .inject import find_targets, set_module, lora_modules
 from .nf4 import quantize_nf4
-from .qlora import NF4Linear, QuantSpec, check_quant
+from .qlora import NF4Linear, QuantSpec, check_quant, takes_quant
 
 # %% auto #0
 __all__ = ['LlamaConfig', 'RMSNorm', 'rope_frequencies', 'rope', 'Attention', 'MLP', 'DecoderLayer', 'KVCache', 'doc_positions',
@@ -409,6 +409,7 @@ def hf_config(path:str|Path, # a Hugging Face checkpoint directory
 
 # %% ../nbs/05_model.ipynb #37a56fd4
 @patch(cls_method=True)
+@takes_quant
 def from_weights(cls:Llama, cfg:LlamaConfig, # the model's hyperparameters
                  files:dict, # each tensor's source, as `read_weight` takes it
                  dtype:str|torch.dtype|None=None, # default: `cfg.dtype`
@@ -424,6 +425,7 @@ def from_weights(cls:Llama, cfg:LlamaConfig, # the model's hyperparameters
 
 # %% ../nbs/05_model.ipynb #19976e17
 @patch(cls_method=True)
+@takes_quant
 def from_pretrained(cls:Llama, path:str|Path, # a directory with config.json and safetensors weights
                     dtype:str|torch.dtype|None=None, # default: the checkpoint's own dtype
                     device:str|None=None, # default: the GPU if there is one

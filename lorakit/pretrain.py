@@ -142,6 +142,9 @@ def base_path()->Path:
     import lorakit
     return Path(lorakit.__file__).parent/'base'
 
+from .qlora import takes_quant
+
+@takes_quant
 def load_base(dtype='float32', device=None,
               quant=None, # a `QuantSpec` to quantize with while loading; None: full precision
              )->Llama:

@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_qlora.ipynb #100d4a1d
 from __future__ import annotations
-import itertools, logging, math, threading, warnings
+import functools, itertools, logging, math, threading, warnings
 from dataclasses import dataclass, asdict, fields
 import torch, torch.nn as nn, torch.nn.functional as F
 from fastcore.basics import patch
@@ -21,8 +21,8 @@ import bitsandbytes.functional as bnbF
 
 # %% auto #0
 __all__ = ['QUANT_KINDS', 'QUANT_FLAGS', 'bnb_quant_state', 'bnb_dequantize', 'dequantize_for_matmul', 'check_dequantize_paths',
-           'NF4Matmul', 'nf4_linear', 'NF4Linear', 'QLoRALinear', 'QuantSpec', 'check_quant', 'model_nbytes',
-           'quantize_base', 'merge_to_16bit', 'merge_to_nf4']
+           'NF4Matmul', 'nf4_linear', 'NF4Linear', 'QLoRALinear', 'QuantSpec', 'check_quant', 'takes_quant',
+           'model_nbytes', 'quantize_base', 'merge_to_16bit', 'merge_to_nf4']
 
 # %% ../nbs/04_qlora.ipynb #871bebf6
 _local = threading.local()
@@ -259,12 +259,26 @@ def from_dict(cls:QuantSpec, d:dict)->QuantSpec:
     if extra: raise ValueError(f"QuantSpec has no field {extra}: its fields are {names}")
     return cls(**d)
 
+# %% ../nbs/04_qlora.ipynb #da45f570
+_QUANT_FIX = ("pass quant=QuantSpec() for NF4 with the defaults, or "
+              "quant=QuantSpec(blocksize=..., double_quant=..., targets=...)")
+_OLD_QUANT = ('quantize', 'blocksize', 'double_quant', 'targets')  # keywords `quant` replaced
+
 def check_quant(quant, none_ok:bool=True)->QuantSpec|None:
     "`quant` if it is a `QuantSpec` (or None where `none_ok`); else a TypeError naming the fix."
     if isinstance(quant, QuantSpec) or (quant is None and none_ok): return quant
     raise TypeError(f"quant= takes a QuantSpec{' or None' if none_ok else ''}, got {quant!r}: "
-                    "pass quant=QuantSpec() for NF4 with the defaults, or "
-                    "QuantSpec(blocksize=..., double_quant=..., targets=...)")
+                    + _QUANT_FIX)
+
+def takes_quant(f):
+    "`f`, refusing the keywords `quant=` replaced (`quantize=`, ...) with a TypeError naming it."
+    @functools.wraps(f)
+    def _f(*args, **kw):
+        if old := [k for k in _OLD_QUANT if k in kw]:
+            raise TypeError(f"{f.__name__} takes quant= now, not {'=, '.join(old)}=: "
+                            + _QUANT_FIX)
+        return f(*args, **kw)
+    return _f
 
 # %% ../nbs/04_qlora.ipynb #be274431
 def model_nbytes(m:nn.Module)->int:
@@ -272,6 +286,7 @@ def model_nbytes(m:nn.Module)->int:
     ts = {id(t): t for t in [*m.parameters(), *m.buffers()]}
     return sum(t.numel() * t.element_size() for t in ts.values())
 
+@takes_quant
 def quantize_base(model:nn.Module, # the model, changed in place
                   quant:QuantSpec=QuantSpec(), # how, and which nn.Linear layers (`targets`)
                   exclude=None, # names or a regex to leave in full precision
