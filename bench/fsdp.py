@@ -129,6 +129,7 @@ def worker(a):
     import warnings; warnings.filterwarnings('ignore')
     import torch.distributed as dist
     from lorakit.core import set_seed
+    from lorakit.qlora import QuantSpec
     from lorakit.data import pydoc_docs, load_tokenizer, lm_data
     from lorakit.model import Llama
     from lorakit.inject import add_lora
@@ -149,9 +150,9 @@ def worker(a):
         rank, world = group.rank, group.world
     rss0 = peak_rss_mib()
     set_seed(0)
-    if sharded: model = load_sharded(d, group.mesh, dtype, a.quant == 'nf4', dict(LORA), seed=0)
+    if sharded: model = load_sharded(d, group.mesh, dtype, QuantSpec.from_flag(a.quant), dict(LORA), seed=0)
     else:
-        model = Llama.from_pretrained(d, dtype=dtype, device=a.device, quantize=a.quant == 'nf4')
+        model = Llama.from_pretrained(d, dtype=dtype, device=a.device, quant=QuantSpec.from_flag(a.quant))
         add_lora(model, **LORA)
     rss1 = peak_rss_mib()
     loss = pick_loss(model, 'auto')

@@ -50,9 +50,10 @@ def lorakit_model(which, quant, ckpt=False, r=8, dropout=0.05):
     from lorakit.model import Llama, smollm2_checkpoint
     from lorakit.pretrain import load_base, base_path
     from lorakit.inject import add_lora
+    from lorakit.qlora import QuantSpec
     torch.manual_seed(0)
-    if which == 'base': m, cfg = load_base(quantize=quant == 'nf4'), base_path()
-    else: cfg = smollm2_checkpoint(); m = Llama.from_pretrained(cfg, dtype=torch.float32, device='cpu', quantize=quant == 'nf4')
+    if which == 'base': m, cfg = load_base(quant=QuantSpec.from_flag(quant)), base_path()
+    else: cfg = smollm2_checkpoint(); m = Llama.from_pretrained(cfg, dtype=torch.float32, device='cpu', quant=QuantSpec.from_flag(quant))
     add_lora(m, r=r, alpha=2*r, dropout=dropout); m.grad_ckpt = ckpt
     return m.train(), cfg
 

@@ -19,6 +19,7 @@ from lorakit.train import TrainConfig
 from lorakit.finetune import finetune, Job
 from lorakit.model import Llama, smollm2_checkpoint
 from lorakit.adapters import load_adapter, merged_model
+from lorakit.qlora import QuantSpec
 
 @torch.no_grad()
 def compare(models:dict, ref:str, xv, yv, bs:int, n_batches:int)->dict:
@@ -41,10 +42,10 @@ def run(name:str, cfg:TrainConfig, n_batches:int):
         job = Job(cfg, log=None)
         d, data = job.path, job.data
         ad = Path(out)/'adapter'
-        models = {'trained (NF4 base + adapter)': load_adapter(Llama.from_pretrained(d, dtype='float32', device='cpu', quantize=True), ad),
+        models = {'trained (NF4 base + adapter)': load_adapter(Llama.from_pretrained(d, dtype='float32', device='cpu', quant=QuantSpec()), ad),
                   'merged into dequantized NF4 (default)': merged_model(d, ad, 'auto'),
                   'merged into the original weights': merged_model(d, ad, 'original'),
-                  'NF4 base alone (no adapter)': Llama.from_pretrained(d, dtype='float32', device='cpu', quantize=True)}
+                  'NF4 base alone (no adapter)': Llama.from_pretrained(d, dtype='float32', device='cpu', quant=QuantSpec())}
         res = compare({k: m.eval() for k, m in models.items()}, 'trained (NF4 base + adapter)', data.xv, data.yv, cfg.bs, n_batches)
     print(f"\n{name}: QLoRA r={cfg.r} all-linear, {cfg.steps} steps of {cfg.bs}x{cfg.seq_len} on Python's reference docs ({secs:.0f} s); "
           f"{res.pop('tokens'):,} validation tokens\n")

@@ -17,6 +17,7 @@ import torch
 from lorakit.core import set_seed
 from lorakit.inject import add_lora
 from lorakit.model import Llama
+from lorakit.qlora import QuantSpec
 
 def padded(docs, seq_len, pad):
     x = torch.full((len(docs), seq_len), pad); y = torch.full((len(docs), seq_len), -100)
@@ -64,7 +65,7 @@ def main():
     from lorakit.pretrain import base_path
     from lorakit.data import load_tokenizer, pydoc_docs
     set_seed(0)
-    base = add_lora(Llama.from_pretrained(base_path(), dtype='float32', device='cpu', quantize=True), dropout=0.)
+    base = add_lora(Llama.from_pretrained(base_path(), dtype='float32', device='cpu', quant=QuantSpec()), dropout=0.)
     tok = load_tokenizer(base_path())
     paras = [q for t in pydoc_docs() for q in t.split('\n\n') if q.strip()][:(300 if a.quick else 1000)]
     docs = [tok.encode(t, bos=True, eos=True) for t in paras]
@@ -73,7 +74,7 @@ def main():
     from lorakit.model import smollm2_checkpoint
     from lorakit.instruct import pydoc_chats, encode_chat
     ck = smollm2_checkpoint(); tok = load_tokenizer(ck)
-    smol = add_lora(Llama.from_pretrained(ck, dtype='float32', device='cpu', quantize=True), dropout=0.)
+    smol = add_lora(Llama.from_pretrained(ck, dtype='float32', device='cpu', quant=QuantSpec()), dropout=0.)
     docs = [encode_chat(tok, c)[0] for c in pydoc_chats()[:40]]
     run("SmolLM2-135M-Instruct, QLoRA, pydoc_chats", smol, docs, 256, 4, tok.eos_id, a.reps)
 

@@ -12,7 +12,7 @@
    is its own, `--rounds` times in turn; the table gives the median step over all timed steps:
    - `PEFT + bnb`: transformers' LlamaForCausalLM, every linear layer but the head a bitsandbytes Linear4bit (NF4,
      double quantization), PEFT's LoRA on all of them, the loss from `labels=` (full logits);
-   - `lorakit`: `Llama.from_pretrained(quantize=True)` and `add_lora`, the loss `lm_loss` (full logits);
+   - `lorakit`: `Llama.from_pretrained(quant=QuantSpec())` and `add_lora`, the loss `lm_loss` (full logits);
    - `lorakit, chunked loss`: the same with 10_memory's `chunked_lm_loss`, what `lorakit-train` picks for this vocabulary;
    - `lorakit, compiled layers`: the same again with each decoder layer under `torch.compile`; compile time is the
      first step's extra time over the median, reported on its own.
@@ -74,10 +74,11 @@ def build(kind, a, dev, dt):
         model = get_peft_model(model.to(dev), LoraConfig(r=a.r, lora_alpha=2*a.r, target_modules='all-linear', lora_dropout=0.), autocast_adapter_dtype=False)
         return model, lambda x, y: model(input_ids=x, labels=y).loss
     from lorakit.model import Llama
+    from lorakit.qlora import QuantSpec
     from lorakit.inject import add_lora
     from lorakit.train import lm_loss
     from lorakit.memory import chunked_lm_loss
-    model = add_lora(Llama.from_pretrained(ckpt, dtype=dt, device=dev, quantize=True), r=a.r, alpha=2*a.r)
+    model = add_lora(Llama.from_pretrained(ckpt, dtype=dt, device=dev, quant=QuantSpec()), r=a.r, alpha=2*a.r)
     if kind == 'compiled':
         for layer in model.model.layers: layer.compile()
     loss_fn = lm_loss if kind == 'lorakit' else chunked_lm_loss

@@ -25,6 +25,7 @@ def main():
     from lorakit.data import load_tokenizer
     from lorakit.model import Llama, smollm2_checkpoint, generate
     from lorakit.inject import add_lora
+    from lorakit.qlora import QuantSpec
     from lorakit.train import TrainConfig
     from lorakit.run import train
     from lorakit.memory import chunked_lm_loss
@@ -34,7 +35,7 @@ def main():
     tok = load_tokenizer(ckpt)
     data, held, skipped = chat_data(pydoc_chats(), tok, a.seq_len, on_bad='skip', pack=not a.no_pack)
     set_seed(0)
-    model = add_lora(Llama.from_pretrained(ckpt, dtype='float32', device='cpu', quantize=True), r=a.r, alpha=2*a.r, dropout=0.)
+    model = add_lora(Llama.from_pretrained(ckpt, dtype='float32', device='cpu', quant=QuantSpec()), r=a.r, alpha=2*a.r, dropout=0.)
     def answers():
         out = []
         for c in held[:a.show]:

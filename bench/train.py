@@ -22,8 +22,9 @@ def one(kind, a):
     x = torch.randint(0, 258, (a.bs, a.seq)); y = torch.randint(0, 258, (a.bs, a.seq))
     if kind.startswith('lorakit'):
         from lorakit.model import Llama
+        from lorakit.qlora import QuantSpec
         from lorakit.inject import add_lora
-        model = add_lora(Llama.from_pretrained(base_path(), dtype='float32', device='cpu', quantize=kind.endswith('qlora')), r=a.r, alpha=2*a.r)
+        model = add_lora(Llama.from_pretrained(base_path(), dtype='float32', device='cpu', quant=QuantSpec() if kind.endswith('qlora') else None), r=a.r, alpha=2*a.r)
         logits = lambda: model(x)
     else:
         from transformers import LlamaForCausalLM

@@ -11,7 +11,7 @@ from safetensors import safe_open, SafetensorError
 from safetensors.torch import save_file, load_file
 from .core import *
 from .inject import add_lora, lora_modules, lora_state_dict, unload_lora
-from .qlora import NF4Linear, merge_to_16bit
+from .qlora import NF4Linear, QuantSpec, merge_to_16bit
 from .model import Llama
 from .gguf import load_llama
 from .data import load_tokenizer
@@ -22,7 +22,7 @@ __all__ = ['TOKENIZER_FILES', 'base_quantization', 'adapter_config', 'save_adapt
 
 # %% ../nbs/08_adapters.ipynb #8095d130
 def base_quantization(model:nn.Module)->dict|None:
-    "How the base of `model` was quantized to NF4, as `save_adapter` records it; None if it wasn't."
+    "How the base of `model` was quantized, as `save_adapter` records it; None if it wasn't."
     nf4 = {n.removesuffix('.base'): m for n, m in model.named_modules() if isinstance(m, NF4Linear)}
     if not nf4: return None
     # read from each layer's settings (meta: shape, dtype, blocksize, nested_blocksize), not from
@@ -33,8 +33,18 @@ def base_quantization(model:nn.Module)->dict|None:
         raise ValueError("the NF4 layers differ in (blocksize, double_quant, dtype): "
                          f"{sorted(kinds)}; quantize the base with one setting")
     blocksize, double_quant, dtype = kinds.pop()
-    return dict(quant_type='nf4', blocksize=blocksize, double_quant=double_quant, dtype=dtype,
-                modules=sorted(nf4))
+    return QuantSpec('nf4', blocksize, double_quant, sorted(nf4)).to_dict() | dict(dtype=dtype)
+
+# the record's keys before `QuantSpec`, and the spec's names for them
+_old_keys = dict(quant_type='kind', modules='targets')
+
+def _recorded_quant(cfg:dict)->tuple|None:
+    "The base quantization an adapter records, either spelling, as (`QuantSpec`, dtype); or None."
+    q = cfg.get('lorakit', {}).get('base_quantization')
+    if q is None: return None
+    q = {_old_keys.get(k, k): v for k, v in q.items()}
+    dtype = q.pop('dtype', 'float32')
+    return QuantSpec.from_dict(q), dtype
 
 # %% ../nbs/08_adapters.ipynb #a4f2c054
 _prefix = 'base_model.model.'
@@ -168,11 +178,12 @@ def _check_adapter(model, ts, paths, cfg):
 
 def _warn_base(model, cfg, path):
     "Warn if the adapter was trained on an NF4 base and `model`'s base is not in NF4."
-    q = cfg.get('lorakit', {}).get('base_quantization')
-    if q and base_quantization(model) is None:
+    rec = _recorded_quant(cfg)
+    if rec and base_quantization(model) is None:
+        q = rec[0]
         warnings.warn(f"{path} was trained on an NF4 base; on this full-precision base it computes "
-                      "a different model. Load the base with quantize=dict(targets=..., "
-                      f"blocksize={q['blocksize']}, double_quant={q['double_quant']}), or merge "
+                      "a different model. Load the base with quant=QuantSpec(blocksize="
+                      f"{q.blocksize}, double_quant={q.double_quant}, targets=...), or merge "
                       "it with merge_adapter, which merges into the dequantized NF4 weights",
                       UserWarning)
 
@@ -215,14 +226,12 @@ def load_adapter(model:nn.Module, # the base model (with or without LoRA layers)
 # %% ../nbs/08_adapters.ipynb #c3822109
 _bases = ('auto', 'nf4', 'original')
 
-def _quantize_spec(cfg:dict, base:str)->dict|None:
-    "How to load the base for merging: the NF4 settings the adapter recorded, or defaults; or None."
+def _merge_quant(cfg:dict, base:str)->tuple|None:
+    "How to load the base for merging: (`QuantSpec`, dtype) as recorded, or defaults; or None."
     check_arg('base', base, base in _bases, f'one of {_bases}')
-    q = cfg.get('lorakit', {}).get('base_quantization')
-    if base == 'original' or (base == 'auto' and q is None): return None
-    if q is None: return dict(targets='all-linear', blocksize=64, double_quant=True)  # PEFT + bnb's
-    return dict(targets=q['modules'], blocksize=q['blocksize'], double_quant=q['double_quant'],
-                dtype=q['dtype'])
+    rec = _recorded_quant(cfg)
+    if base == 'original' or (base == 'auto' and rec is None): return None
+    return rec or (QuantSpec(), 'float32')  # PEFT's with bitsandbytes' defaults
 
 def merged_model(model_dir:str|Path, # the base checkpoint
                  adapter_dir:str|Path, # the adapter (lorakit's or PEFT's)
@@ -232,9 +241,8 @@ def merged_model(model_dir:str|Path, # the base checkpoint
                  dtype:str='float32', # the merged weights' dtype
                 )->Llama:
     "The base in `model_dir` with the adapter in `adapter_dir` merged into its weights: a `Llama`."
-    spec = _quantize_spec(_read_config(Path(adapter_dir)), base)
-    qdtype = spec.pop('dtype', 'float32') if spec else dtype
-    model = load_llama(model_dir, dtype=qdtype, device='cpu', quantize=spec or False)
+    quant, qdtype = _merge_quant(_read_config(Path(adapter_dir)), base) or (None, dtype)
+    model = load_llama(model_dir, dtype=qdtype, device='cpu', quant=quant)
     with warnings.catch_warnings():
         if base == 'original':  # asked for: no warning that this isn't the base it trained on
             warnings.filterwarnings('ignore', '.* was trained on an NF4 base', UserWarning)
@@ -274,5 +282,6 @@ def merge_adapter(model_dir:str|Path, adapter_dir:str|Path, out:str|Path, # base
             load_tokenizer(model_dir).save_pretrained(d)
         for f in TOKENIZER_FILES:
             if (Path(model_dir)/f).is_file(): shutil.copy2(Path(model_dir)/f, d/f)
-    into = 'original' if _quantize_spec(_read_config(Path(adapter_dir)), base) is None else 'nf4'
+    rec = _merge_quant(_read_config(Path(adapter_dir)), base)
+    into = 'original' if rec is None else rec[0].kind
     return dict(files=sorted(p.name for p in Path(out).iterdir()), base=into)

@@ -126,11 +126,17 @@ class Job:
     def __repr__(self): return f"Job({self.path.name}, {self.cfg.steps} steps, out={self.cfg.out})"
 
 # %% ../nbs/98_finetune.ipynb #bfc28a61
+from .qlora import QuantSpec
+
+@patch(as_prop=True)
+def quant(self:Job)->QuantSpec|None:
+    "How the job quantizes its base: `cfg.quant` as a `QuantSpec`, or None for full precision."
+    return QuantSpec.from_flag(self.cfg.quant)
+
 @patch
 def load_base(self:Job)->Llama:
-    "The checkpoint, in the job's dtype, on its device, in NF4 if `cfg.quant` says so; no LoRA."
-    q = self.cfg.quant == 'nf4'
-    return load_llama(self.path, dtype=self.dtype, device=self.device, quantize=q)
+    "The checkpoint, in the job's dtype, on its device, quantized as `quant` says; no LoRA."
+    return load_llama(self.path, dtype=self.dtype, device=self.device, quant=self.quant)
 
 @patch
 def prepare(self:Job, model:nn.Module)->nn.Module:

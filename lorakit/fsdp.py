@@ -207,11 +207,51 @@ def _lora_init(m:LoRALinear, init:str, dev)->SimpleNamespace:
     LoRALinear.reset_lora(t, init)
     return t
 
+# %% ../nbs/11_fsdp.ipynb #d515d349
+def _skeleton(cfg:LlamaConfig, files:dict, dtype:torch.dtype, quant:QuantSpec|None,
+              lora:dict, grad_ckpt:bool)->Llama:
+    "`cfg`'s model on meta, names checked against `files`: NF4 where `quant` targets, LoRA on."
+    with torch.device('meta'): model = Llama(cfg).to(dtype)
+    check_weight_names(model, files)
+    if quant is not None:
+        for n in find_targets(model, quant.targets):
+            shape = model.get_submodule(n).weight.shape
+            q = nf4_meta(shape, dtype, quant.blocksize, quant.double_quant)
+            set_module(model, n, NF4Linear(q))
+    add_lora(model, **lora)
+    model.grad_ckpt = grad_ckpt
+    return model
+
+# %% ../nbs/11_fsdp.ipynb #0ff67361
+def _rank0_values(model:nn.Module, # the sharded skeleton, its memory allocated
+                  files:dict, quant:QuantSpec|None, init:str, # as `load_sharded` has them
+                  dev:torch.device, dtype:torch.dtype):
+    "Yield each parameter's whole value, in `model`'s order: read, quantized, or LoRA drawn."
+    owner = {id(p): (n, m) for n, m in model.named_modules() for p in m.parameters(recurse=False)}
+    cache = {}
+    for name, p in model.named_parameters():
+        (mname, m), key = owner[id(p)], name.rpartition('.')[2]
+        # A comes before B: draw both at A, in the order add_lora draws them
+        if isinstance(m, LoRALinear):
+            if key == 'A': cache[mname] = _lora_init(m, init, dev)
+            yield getattr(cache[mname] if key == 'A' else cache.pop(mname), key)
+        elif isinstance(m, NF4Linear):
+            if mname not in cache:
+                w = read_weight(files, mname.removesuffix('.base') + '.weight',
+                                SimpleNamespace(shape=m.meta[0]), dev, dtype)
+                cache[mname] = NF4Linear(quantize_nf4(w, quant.blocksize, quant.double_quant))
+            full = getattr(cache[mname], key)
+            if key == 'offset' or (key == 'absmax' and cache[mname].nested_absmax is None):
+                cache.pop(mname)  # the layer's last part
+            yield full.reshape(1) if full.ndim == 0 else full
+        else: yield read_weight(files, name.replace('.base.', '.'), p, dev, dtype)
+
 # %% ../nbs/11_fsdp.ipynb #c7815e6c
+@takes_quant
 def load_sharded(path:str|Path, # a Hugging Face Llama checkpoint directory, or a .gguf file
                  mesh:DeviceMesh, # the ranks, from `init_distributed`
                  dtype:str|torch.dtype|None=None, # the base's dtype; default: the checkpoint's
-                 quantize:bool|dict=False, # NF4 while loading, as `Llama.from_pretrained` takes it
+                 quant:QuantSpec|None=None, # quantize while loading; None: full precision
                  lora:dict|None=None, # `add_lora`'s arguments (targets, r, alpha, ..., init)
                  seed:int=0, # the LoRA init's seed: a single process's draws after set_seed(seed)
                  grad_ckpt:bool=False, # recompute each layer in backward
@@ -219,47 +259,17 @@ def load_sharded(path:str|Path, # a Hugging Face Llama checkpoint directory, or 
                  cpu_offload:bool=False, # as `shard_model` takes it
                 )->Llama:
     "The sharded model, built on meta; rank 0 reads a tensor at a time, sends each rank its shard."
-    d, rank = Path(path), dist.get_rank()
-    cfg, files = weight_sources(d)
-    dtype, dev = get_dtype(dtype or cfg.dtype), mesh_device(mesh)
-    q = ({} if quantize is True else quantize) if quantize else None
-    with torch.device('meta'): model = Llama(cfg).to(dtype)
-    check_weight_names(model, files)
-    if q is not None:
-        for n in find_targets(model, q.get('targets', 'all-linear')):
-            set_module(model, n, NF4Linear(nf4_meta(
-                model.get_submodule(n).weight.shape, dtype, q.get('blocksize', 64),
-                q.get('double_quant', True))))
+    cfg, files = weight_sources(Path(path))
+    dtype, dev, quant = get_dtype(dtype or cfg.dtype), mesh_device(mesh), check_quant(quant)
     lora = dict(lora or {})
     init = lora.pop('init', 'kaiming')
-    add_lora(model, **lora, init=init)
-    model.grad_ckpt = grad_ckpt
+    model = _skeleton(cfg, files, dtype, quant, dict(lora, init=init), grad_ckpt)
     shard_model(model, mesh, mp_policy, cpu_offload)
     model.to_empty(device=dev)
     set_seed(seed)
-    owner = {id(p): (n, m) for n, m in model.named_modules() for p in m.parameters(recurse=False)}
-    cache = {}
-    for name, p in model.named_parameters():
-        mname, m = owner[id(p)]
-        full = None
-        if rank == 0:
-            key = name.rpartition('.')[2]
-            # A comes before B: draw both at A, in the order add_lora draws them
-            if isinstance(m, LoRALinear):
-                if key == 'A': cache[mname] = _lora_init(m, init, dev)
-                full = getattr(cache[mname] if key == 'A' else cache.pop(mname), key)
-            elif isinstance(m, NF4Linear):
-                if mname not in cache:
-                    w = read_weight(files, mname.removesuffix('.base') + '.weight',
-                                    SimpleNamespace(shape=m.meta[0]), dev, dtype)
-                    cache[mname] = NF4Linear(quantize_nf4(w, q.get('blocksize', 64),
-                                                          q.get('double_quant', True)))
-                full = getattr(cache[mname], key)
-                full = full.reshape(1) if full.ndim == 0 else full
-                if key == 'offset' or (key == 'absmax' and cache[mname].nested_absmax is None):
-                    cache.pop(mname)
-            else: full = read_weight(files, name.replace('.base.', '.'), p, dev, dtype)
-        scatter_param(p, full)
+    main = dist.get_rank() == 0
+    values = _rank0_values(model, files, quant, init, dev, dtype) if main else None
+    for p in model.parameters(): scatter_param(p, next(values) if main else None)
     return model.train(False)
 
 # %% ../nbs/11_fsdp.ipynb #8aab7a0a
@@ -402,7 +412,7 @@ class _RankBytes(Callback):
 def load(self:Sharded, job)->nn.Module:
     "`job`'s model in shards (`load_sharded`), and this rank's peak memory before and after."
     rss, c = peak_rss_mib(), job.cfg
-    model = load_sharded(job.path, self.mesh, job.dtype, c.quant == 'nf4', job.lora, c.seed,
+    model = load_sharded(job.path, self.mesh, job.dtype, job.quant, job.lora, c.seed,
                          c.grad_ckpt, cpu_offload=c.cpu_offload)
     self.load_rss = (rss, peak_rss_mib())
     return model

@@ -11,6 +11,7 @@ import torch
 from safetensors import safe_open
 from fastcore.basics import patch
 from .core import *
+from .qlora import QuantSpec, takes_quant
 from .model import Llama, LlamaConfig, hf_config, weight_files
 
 # %% auto #0
@@ -167,14 +168,15 @@ def gguf_checkpoint(path:str|Path)->tuple[LlamaConfig, dict]:
 
 # %% ../nbs/05a_gguf.ipynb #73d2635d
 @patch(cls_method=True)
+@takes_quant
 def from_gguf(cls:Llama, path:str|Path, # a llama.cpp .gguf file of a Llama
               dtype:str|torch.dtype|None=None, # default: float32
               device:str|None=None, # default: the GPU if there is one
-              quantize:bool|dict=False, # True, or dict(targets=, blocksize=, double_quant=): NF4
+              quant:QuantSpec|None=None, # quantize while loading; None: full precision
              )->Llama:
     "Load a llama.cpp GGUF file: hyperparameters from its metadata, weights dequantized."
     cfg, files = gguf_checkpoint(path)
-    return cls.from_weights(cfg, files, dtype or 'float32', device, quantize)
+    return cls.from_weights(cfg, files, dtype or 'float32', device, quant)
 
 # %% ../nbs/05a_gguf.ipynb #45c99f2d
 def weight_sources(path:str|Path, # a Hugging Face checkpoint directory or a .gguf file
@@ -184,13 +186,14 @@ def weight_sources(path:str|Path, # a Hugging Face checkpoint directory or a .gg
     return gguf_checkpoint(p) if p.suffix == '.gguf' else (hf_config(p), weight_files(p))
 
 # %% ../nbs/05a_gguf.ipynb #8f58f773
+@takes_quant
 def load_llama(path:str|Path, # a Hugging Face checkpoint directory or a .gguf file
                dtype:str|torch.dtype|None=None, # default: the checkpoint's (a GGUF file: float32)
                device:str|None=None, # default: the GPU if there is one
-               quantize:bool|dict=False, # True, or dict(targets=, blocksize=, double_quant=): NF4
+               quant:QuantSpec|None=None, # quantize while loading; None: full precision
               )->Llama:
     "A `Llama` from a Hugging Face checkpoint directory or a llama.cpp GGUF file."
-    return Llama.from_weights(*weight_sources(path), dtype, device, quantize)
+    return Llama.from_weights(*weight_sources(path), dtype, device, quant)
 
 # %% ../nbs/05a_gguf.ipynb #d54804e5
 def read_model_config(path:str|Path, # a checkpoint directory or a .gguf file

@@ -15,6 +15,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 from .core import *
 from .model import Llama, LlamaConfig
+from .qlora import QuantSpec
 from .gguf import GGUFFile, gguf_config
 from .inject import find_targets
 from .train import Callback, LoopState, lm_loss, OPTIMIZERS, TrainConfig, job_model_path
@@ -446,12 +447,13 @@ def estimate_memory(job, # a `TrainConfig`, or a job holding one in `.cfg`
                     # the LoRA weights, their grads and states; default: the base's, as `add_lora`
                     lora_dtype:str|None=None,
                     chunk:int|None=None, # tokens a chunk of the chunked loss; default `auto_chunk`
-                    double_quant:bool=True, # NF4's absmax quantized again (4.127 bits, not 4.5)
                    )->MemoryEstimate:
     "Predict the peak memory of one training step of `job` on one device, by component."
     cfg = _train_config(job)
     mc = _model_config(cfg, model_config)
-    settings = _step_settings(cfg, mc, world_size, lora_dtype, chunk, double_quant)
+    quant = QuantSpec.from_flag(cfg.quant)  # the base as the job loads it
+    dq = bool(quant and quant.double_quant)
+    settings = _step_settings(cfg, mc, world_size, lora_dtype, chunk, dq)
     s = SimpleNamespace(**settings)
     names, short, shapes = _lora_layout(mc, cfg.targets)
     acts, layers = _activation_rows(mc, s, short)

@@ -17,7 +17,7 @@ from beartype import beartype
 from .core import *
 from .inject import find_targets, set_module, lora_modules
 from .nf4 import quantize_nf4
-from .qlora import NF4Linear
+from .qlora import NF4Linear, QuantSpec, check_quant, takes_quant
 
 # %% auto #0
 __all__ = ['LlamaConfig', 'RMSNorm', 'rope_frequencies', 'rope', 'Attention', 'MLP', 'DecoderLayer', 'KVCache', 'doc_positions',
@@ -380,14 +380,13 @@ def read_weight(files:dict, # tensor name -> its safetensors file, or a function
                          f"implies {tuple(like.shape)}")
     return t.to(device=device, dtype=dtype)
 
-def _fill(model, files, device, dtype, quantize:dict|None):
-    "Load every module's tensors from `files`, quantizing the targeted Linears to NF4 when read."
-    q, targets = quantize or {}, set()
-    if quantize is not None: targets = set(find_targets(model, q.get('targets', 'all-linear')))
+def _fill(model, files, device, dtype, quant:QuantSpec|None):
+    "Load every module's tensors from `files`, quantizing the Linears `quant` targets when read."
+    targets = set() if quant is None else set(find_targets(model, quant.targets))
     for name, m in list(model.named_modules()):
         if name in targets:
             w = read_weight(files, f'{name}.weight', m.weight, device, dtype)
-            nf4 = quantize_nf4(w, q.get('blocksize', 64), q.get('double_quant', True))
+            nf4 = quantize_nf4(w, quant.blocksize, quant.double_quant)
             set_module(model, name, NF4Linear(nf4))
             continue
         for p, t in list(m.named_parameters(recurse=False)):
@@ -410,32 +409,34 @@ def hf_config(path:str|Path, # a Hugging Face checkpoint directory
 
 # %% ../nbs/05_model.ipynb #37a56fd4
 @patch(cls_method=True)
+@takes_quant
 def from_weights(cls:Llama, cfg:LlamaConfig, # the model's hyperparameters
                  files:dict, # each tensor's source, as `read_weight` takes it
                  dtype:str|torch.dtype|None=None, # default: `cfg.dtype`
                  device:str|None=None, # default: the GPU if there is one
-                 quantize:bool|dict=False, # True, or dict(targets=, blocksize=, double_quant=)
+                 quant:QuantSpec|None=None, # quantize while loading; None: full precision
                 )->Llama:
     "A `Llama` of `cfg`, built on meta, names checked, filled from `files` a module at a time."
-    dtype, device = get_dtype(dtype or cfg.dtype), get_device(device)
+    dtype, device, quant = get_dtype(dtype or cfg.dtype), get_device(device), check_quant(quant)
     with torch.device('meta'): model = cls(cfg)
     check_weight_names(model, files)
-    _fill(model, files, device, dtype, ({} if quantize is True else quantize) if quantize else None)
+    _fill(model, files, device, dtype, quant)
     return model.eval()
 
 # %% ../nbs/05_model.ipynb #19976e17
 @patch(cls_method=True)
+@takes_quant
 def from_pretrained(cls:Llama, path:str|Path, # a directory with config.json and safetensors weights
                     dtype:str|torch.dtype|None=None, # default: the checkpoint's own dtype
                     device:str|None=None, # default: the GPU if there is one
-                    quantize:bool|dict=False, # True, or dict(targets=, blocksize=, double_quant=)
+                    quant:QuantSpec|None=None, # quantize while loading; None: full precision
                    )->Llama:
     "Load a local Hugging Face Llama checkpoint without transformers."
     d = Path(path)
     if d.suffix == '.gguf':
         raise ValueError(f"{d} is a GGUF file, which from_pretrained doesn't read: load it with "
                          f"lorakit.gguf.load_llama(path), which reads either kind of checkpoint")
-    return cls.from_weights(hf_config(d), weight_files(d), dtype, device, quantize)
+    return cls.from_weights(hf_config(d), weight_files(d), dtype, device, quant)
 
 # %% ../nbs/05_model.ipynb #e5be43b0
 @patch

@@ -142,9 +142,14 @@ def base_path()->Path:
     import lorakit
     return Path(lorakit.__file__).parent/'base'
 
-def load_base(dtype='float32', device=None, quantize:bool|dict=False)->Llama:
+from .qlora import takes_quant
+
+@takes_quant
+def load_base(dtype='float32', device=None,
+              quant=None, # a `QuantSpec` to quantize with while loading; None: full precision
+             )->Llama:
     "Load lorakit's pretrained byte-level Shakespeare Llama."
     if not (base_path()/'config.json').exists():
         raise FileNotFoundError(f"no pretrained base at {base_path()}: reinstall lorakit, "
                                 f"or run lorakit-pretrain --out {base_path()}")
-    return Llama.from_pretrained(base_path(), dtype=dtype, device=device, quantize=quantize)
+    return Llama.from_pretrained(base_path(), dtype=dtype, device=device, quant=quant)

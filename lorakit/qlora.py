@@ -4,7 +4,8 @@
 
 # %% ../nbs/04_qlora.ipynb #100d4a1d
 from __future__ import annotations
-import itertools, logging, math, threading, warnings
+import functools, itertools, logging, math, threading, warnings
+from dataclasses import dataclass, asdict, fields
 import torch, torch.nn as nn, torch.nn.functional as F
 from fastcore.basics import patch
 from .core import *
@@ -19,8 +20,9 @@ logging.getLogger('bitsandbytes.backends.cpu.ops').addFilter(
 import bitsandbytes.functional as bnbF
 
 # %% auto #0
-__all__ = ['bnb_quant_state', 'bnb_dequantize', 'dequantize_for_matmul', 'check_dequantize_paths', 'NF4Matmul', 'nf4_linear',
-           'NF4Linear', 'QLoRALinear', 'model_nbytes', 'quantize_base', 'merge_to_16bit', 'merge_to_nf4']
+__all__ = ['QUANT_KINDS', 'QUANT_FLAGS', 'bnb_quant_state', 'bnb_dequantize', 'dequantize_for_matmul', 'check_dequantize_paths',
+           'NF4Matmul', 'nf4_linear', 'NF4Linear', 'QLoRALinear', 'QuantSpec', 'check_quant', 'takes_quant',
+           'model_nbytes', 'quantize_base', 'merge_to_16bit', 'merge_to_nf4']
 
 # %% ../nbs/04_qlora.ipynb #871bebf6
 _local = threading.local()
@@ -213,28 +215,93 @@ def merge(self:QLoRALinear):
 QLoRALinear.unmerge = QLoRALinear.merge
 lora_classes[NF4Linear] = QLoRALinear
 
+# %% ../nbs/04_qlora.ipynb #4fbc1e18
+QUANT_KINDS = ('nf4',)  # the base quantizations lorakit implements
+QUANT_FLAGS = (*QUANT_KINDS, 'none')  # what `--quant` takes: a kind, or a full-precision base
+
+@dataclass(frozen=True)
+class QuantSpec:
+    "How a base is quantized: the kind, its blocksize and double quantization, which layers."
+    kind:str='nf4' # one of `QUANT_KINDS`
+    blocksize:int=64 # weights per absmax scale, one of `BLOCKSIZES`
+    double_quant:bool=True # quantize the absmaxes too: 4.127 bits a weight, not 4.5
+    targets:str|tuple='all-linear' # which nn.Linear layers, in the forms `add_lora` takes
+    def __post_init__(self):
+        bs, t = self.blocksize, self.targets
+        check_arg('kind', self.kind, self.kind in QUANT_KINDS, f'one of {QUANT_KINDS}')
+        check_arg('blocksize', bs, type(bs) is int and bs in BLOCKSIZES,
+                  f'one of {BLOCKSIZES} (what bitsandbytes reads)')
+        check_arg('double_quant', self.double_quant, type(self.double_quant) is bool,
+                  'True or False')
+        names = isinstance(t, (list, tuple)) and t and all(isinstance(n, str) for n in t)
+        check_arg('targets', t, isinstance(t, str) or names,
+                  "'all-linear', a regex, or a list of layer names")
+        if not isinstance(t, str): object.__setattr__(self, 'targets', tuple(t))  # hashable
+
+    @classmethod
+    def from_flag(cls, flag:str)->QuantSpec|None:
+        "The spec `--quant` names: the kind's defaults, or None for 'none' (full precision)."
+        check_arg('--quant', flag, flag in QUANT_FLAGS, f'one of {QUANT_FLAGS}')
+        return None if flag == 'none' else cls(kind=flag)
+
+# %% ../nbs/04_qlora.ipynb #11b455f8
+@patch
+def to_dict(self:QuantSpec)->dict:
+    "The spec's fields as JSON holds them (targets a list or a str): what an adapter records."
+    t = self.targets
+    return asdict(self) | dict(targets=t if isinstance(t, str) else list(t))
+
+@patch(cls_method=True)
+def from_dict(cls:QuantSpec, d:dict)->QuantSpec:
+    "The spec `QuantSpec.to_dict` wrote, checked again."
+    names = [f.name for f in fields(cls)]
+    extra = sorted(set(d) - set(names))
+    if extra: raise ValueError(f"QuantSpec has no field {extra}: its fields are {names}")
+    return cls(**d)
+
+# %% ../nbs/04_qlora.ipynb #da45f570
+_QUANT_FIX = ("pass quant=QuantSpec() for NF4 with the defaults, or "
+              "quant=QuantSpec(blocksize=..., double_quant=..., targets=...)")
+_OLD_QUANT = ('quantize', 'blocksize', 'double_quant', 'targets')  # keywords `quant` replaced
+
+def check_quant(quant, none_ok:bool=True)->QuantSpec|None:
+    "`quant` if it is a `QuantSpec` (or None where `none_ok`); else a TypeError naming the fix."
+    if isinstance(quant, QuantSpec) or (quant is None and none_ok): return quant
+    raise TypeError(f"quant= takes a QuantSpec{' or None' if none_ok else ''}, got {quant!r}: "
+                    + _QUANT_FIX)
+
+def takes_quant(f):
+    "`f`, refusing the keywords `quant=` replaced (`quantize=`, ...) with a TypeError naming it."
+    @functools.wraps(f)
+    def _f(*args, **kw):
+        if old := [k for k in _OLD_QUANT if k in kw]:
+            raise TypeError(f"{f.__name__} takes quant= now, not {'=, '.join(old)}=: "
+                            + _QUANT_FIX)
+        return f(*args, **kw)
+    return _f
+
 # %% ../nbs/04_qlora.ipynb #be274431
 def model_nbytes(m:nn.Module)->int:
     "Bytes held by the parameters and buffers of `m` (each tensor counted once)."
     ts = {id(t): t for t in [*m.parameters(), *m.buffers()]}
     return sum(t.numel() * t.element_size() for t in ts.values())
 
+@takes_quant
 def quantize_base(model:nn.Module, # the model, changed in place
-                  targets='all-linear', # which nn.Linear layers: as in `add_lora`
-                  blocksize:int=64, # NF4 blocksize
-                  double_quant:bool=True, # quantize the scales too
+                  quant:QuantSpec=QuantSpec(), # how, and which nn.Linear layers (`targets`)
                   exclude=None, # names or a regex to leave in full precision
                  )->nn.Module:
-    "Replace the `nn.Linear`s `targets` picks in `model` by frozen `NF4Linear`s, and return it."
+    "Replace the `nn.Linear`s `quant.targets` picks in `model` by frozen `NF4Linear`s; return it."
+    q = check_quant(quant, none_ok=False)
     if lora_modules(model):
         raise ValueError("model already has LoRA: call quantize_base first, then add_lora")
-    mods = {n: model.get_submodule(n) for n in find_targets(model, targets, exclude)}
+    mods = {n: model.get_submodule(n) for n in find_targets(model, q.targets, exclude)}
     for n, m in mods.items():
         if isinstance(m, NF4Linear):
             raise ValueError(f"{n} is already quantized to NF4: leave it out with exclude=[{n!r}]")
-        check_quantizable(m.weight, blocksize)
+        check_quantizable(m.weight, q.blocksize)
     for n, m in mods.items():
-        set_module(model, n, NF4Linear.from_linear(m, blocksize, double_quant))
+        set_module(model, n, NF4Linear.from_linear(m, q.blocksize, q.double_quant))
     return model
 
 # %% ../nbs/04_qlora.ipynb #3fa57088
