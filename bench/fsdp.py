@@ -156,7 +156,7 @@ def worker(a):
         add_lora(model, **LORA)
     rss1 = peak_rss_mib()
     loss = pick_loss(model, 'auto')
-    loss_name = loss.__name__.replace('_lm_loss', '').replace('lm_loss', 'plain')
+    loss_name = 'chunked' if type(loss).__name__ == 'ChunkedLMLoss' else 'plain'
     if sharded: loss = sharded_loss(loss, grad_reduction(group.mesh))
     rec = dict(rank=rank, world=world, threads=a.threads, rss_before_load=rss0, rss_load=rss1, loss=loss_name)
 

@@ -65,8 +65,9 @@ def batch(V, bs, T, seed=0):
 
 def predicted_vs_measured(a):
     "Table 1: one row per configuration, the measured and predicted peaks."
-    from lorakit.memory import measure_steps, estimate_memory, chunked_lm_loss
-    from lorakit.train import lm_loss, TrainConfig
+    from lorakit.memory import measure_steps, estimate_memory, ChunkedLMLoss
+    from lorakit.objective import LMLoss
+    from lorakit.train import TrainConfig
     cases = [('base', q, s, c, 'chunked') for s in a.base_sizes for q in ('nf4', 'none') for c in (False, True)]
     cases += [('SmolLM2-135M', q, s, c, 'chunked') for s in a.smol_sizes for q in ('nf4', 'none') for c in (False, True)]
     cases += [('SmolLM2-135M', q, a.smol_sizes[0], c, 'plain') for q in ('nf4', 'none') for c in (False, True)]
@@ -75,7 +76,7 @@ def predicted_vs_measured(a):
         t = time.perf_counter()
         m, cfg = lorakit_model('base' if which == 'base' else 'smollm2', quant, ckpt)
         x, y = batch(m.config.vocab_size, bs, T)
-        tl = measure_steps(m, x, y, steps=2, loss_fn=chunked_lm_loss if loss == 'chunked' else lm_loss)
+        tl = measure_steps(m, x, y, steps=2, loss_fn=ChunkedLMLoss() if loss == 'chunked' else LMLoss())
         job = TrainConfig(quant=quant, r=8, bs=bs, seq_len=T, grad_ckpt=ckpt, dtype='float32', dropout=0.05, loss=loss)
         e = estimate_memory(job, cfg)
         err = (e.peak - tl.peak) / tl.peak * 100
@@ -154,18 +155,19 @@ def quant_state_bytes(m, tl):
 
 def lorakit_vs_peft(a):
     "Table 3: peak tracked memory and median step time of lorakit (chunked and plain loss) and PEFT + bnb, the same batch."
-    from lorakit.memory import measure_steps, chunked_lm_loss
-    from lorakit.train import lm_loss
+    from lorakit.memory import measure_steps, ChunkedLMLoss
+    from lorakit.objective import LMLoss, LMBatch
     from lorakit.model import smollm2_checkpoint
     cfg = smollm2_checkpoint()
     ckpts = (False, True) if a.ckpt else (False,)
-    peft_loss = lambda m, x, y: m(input_ids=x, labels=x).loss  # what a PEFT user writes; transformers shifts the labels
+    peft_loss = lambda m, b: m(input_ids=b.x, labels=b.x).loss  # what a PEFT user writes; transformers shifts the labels
     sides = []  # (name, ckpt, model, loss_fn)
     for ckpt in ckpts:
-        for name, loss_fn in (('chunked loss', chunked_lm_loss), ('plain loss', lm_loss)):
+        for name, loss_fn in (('chunked loss', ChunkedLMLoss()), ('plain loss', LMLoss())):
             sides.append((f"lorakit, {name}", ckpt, lorakit_model('smollm2', 'nf4', ckpt)[0], loss_fn))
         if not a.skip_peft: sides.append(('PEFT + bnb + transformers', ckpt, bnb_peft(cfg, ckpt), peft_loss))
     x, y = batch(sides[0][2].config.vocab_size, a.bs, a.seq_len)
+    b = LMBatch(x, y)
     peaks = {}
     for name, ckpt, m, loss_fn in sides:
         t = time.perf_counter()
@@ -178,7 +180,7 @@ def lorakit_vs_peft(a):
     steps = {}
     for name, ckpt, m, loss_fn in sides:
         opt = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=1e-4)
-        def step(m=m, loss_fn=loss_fn, opt=opt): loss_fn(m, x, y).backward(); opt.step(); opt.zero_grad(set_to_none=True)
+        def step(m=m, loss_fn=loss_fn, opt=opt): loss_fn(m, b).backward(); opt.step(); opt.zero_grad(set_to_none=True)
         steps[name, ckpt] = step
         step()  # warm-up, and AdamW's state
     times = {k: [] for k in steps}

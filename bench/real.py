@@ -12,8 +12,8 @@
    is its own, `--rounds` times in turn; the table gives the median step over all timed steps:
    - `PEFT + bnb`: transformers' LlamaForCausalLM, every linear layer but the head a bitsandbytes Linear4bit (NF4,
      double quantization), PEFT's LoRA on all of them, the loss from `labels=` (full logits);
-   - `lorakit`: `Llama.from_pretrained(quant=QuantSpec())` and `add_lora`, the loss `lm_loss` (full logits);
-   - `lorakit, chunked loss`: the same with 10_memory's `chunked_lm_loss`, what `lorakit-train` picks for this vocabulary;
+   - `lorakit`: `Llama.from_pretrained(quant=QuantSpec())` and `add_lora`, the loss `LMLoss` (full logits);
+   - `lorakit, chunked loss`: the same with 10_memory's `ChunkedLMLoss`, what `lorakit-train` picks for this vocabulary;
    - `lorakit, compiled layers`: the same again with each decoder layer under `torch.compile`; compile time is the
      first step's extra time over the median, reported on its own.
    Both sides: the same checkpoint, the same random tokens, AdamW on the LoRA weights, LoRA dropout 0.
@@ -76,13 +76,13 @@ def build(kind, a, dev, dt):
     from lorakit.model import Llama
     from lorakit.qlora import QuantSpec
     from lorakit.inject import add_lora
-    from lorakit.train import lm_loss
-    from lorakit.memory import chunked_lm_loss
+    from lorakit.objective import LMLoss, LMBatch
+    from lorakit.memory import ChunkedLMLoss
     model = add_lora(Llama.from_pretrained(ckpt, dtype=dt, device=dev, quant=QuantSpec()), r=a.r, alpha=2*a.r)
     if kind == 'compiled':
         for layer in model.model.layers: layer.compile()
-    loss_fn = lm_loss if kind == 'lorakit' else chunked_lm_loss
-    return model, lambda x, y: loss_fn(model, x, y)
+    loss_fn = LMLoss() if kind == 'lorakit' else ChunkedLMLoss()
+    return model, lambda x, y: loss_fn(model, LMBatch(x, y))
 
 def one(kind, a):
     "Time `a.steps` steps of configuration `kind`; print a JSON line with the step times and the peak memory."

@@ -28,8 +28,8 @@ def main():
     from lorakit.qlora import QuantSpec
     from lorakit.train import TrainConfig
     from lorakit.run import train
-    from lorakit.memory import chunked_lm_loss
-    from lorakit.pretrain import evaluate_lm
+    from lorakit.memory import ChunkedLMLoss
+    from lorakit.objective import evaluate_lm
     from lorakit.instruct import pydoc_chats, chat_data
     ckpt = smollm2_checkpoint()
     tok = load_tokenizer(ckpt)
@@ -46,7 +46,7 @@ def main():
     v0, before = valid(), answers()
     cfg = TrainConfig(lr=a.lr, steps=a.steps, bs=a.bs, seq_len=a.seq_len, warmup=max(1, a.steps // 10), eval_every=a.steps, eval_batches=len(data.xv), dropout=0.)
     t = time.perf_counter()
-    hist = train(model, data, cfg, progress=False, loss_fn=chunked_lm_loss)
+    hist = train(model, data, cfg, progress=False, loss_fn=ChunkedLMLoss())
     sec = (time.perf_counter() - t) / a.steps
     v1, after = valid(), answers()
     print(f"SmolLM2-135M-Instruct, QLoRA all-linear r {a.r}, {a.steps} steps of {a.bs} x {a.seq_len} "

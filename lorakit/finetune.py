@@ -15,7 +15,8 @@ from .inject import add_lora, find_targets, lora_summary
 from .model import Llama, LlamaConfig, generate
 from .gguf import load_llama, read_model_config
 from .data import *
-from .pretrain import evaluate_lm, eval_rows, base_path
+from .objective import evaluate_lm, eval_rows
+from .pretrain import base_path
 from .train import *
 from .run import *
 from .adapters import save_adapter

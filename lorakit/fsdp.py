@@ -25,6 +25,7 @@ from .qlora import *
 from .model import *
 from .model import check_weight_names, read_weight
 from .gguf import weight_sources
+from .objective import *
 from .train import *
 from .run import *
 from .adapters import *
@@ -157,23 +158,30 @@ class _SumOverRanks(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g): return g * ctx.scale, None
 
-def sharded_loss(loss_fn, # `loss_fn(model, x, y, reduction, doc_ids=None)`, as `train` takes it
+class _RankLoss:
+    "A loss object's share on this rank: its own rows of each global micro-batch."
+    def __init__(self, loss_fn, scale:float):
+        self.loss_fn, self.scale = loss_fn, scale
+        self.ws, self.rank = dist.get_world_size(), dist.get_rank()
+    def batch(self, t:tuple): return self.loss_fn.batch(t)
+    def count(self, b)->int: return self.loss_fn.count(b)  # the whole batch's: every rank knows it
+    def __call__(self, model, b, reduction:str='sum')->torch.Tensor:
+        ws, n = self.ws, len(b)
+        if reduction != 'sum':
+            raise ValueError(f"a sharded loss sums over the tokens of all ranks: call it with "
+                             f"reduction='sum', not {reduction!r}")
+        if n % ws:
+            raise ValueError(f"a micro-batch of {n} rows doesn't split over {ws} ranks: "
+                             f"use a --bs that is a multiple of {ws}")
+        mine = b[self.rank * (n // ws):(self.rank + 1) * (n // ws)]
+        return _SumOverRanks.apply(self.loss_fn(model, mine, 'sum'), self.scale)
+
+def sharded_loss(loss_fn, # a loss object (`05b_objective`), as `train` takes it
                  reduction:str='mean', # what FSDP2 does to the gradients: `grad_reduction(mesh)`
                 ):
     "`loss_fn` for a rank: its own rows of each global micro-batch; the grads are one process's."
-    ws, rank = dist.get_world_size(), dist.get_rank()
-    scale = ws if reduction == 'mean' else 1.0  # undo FSDP2's division by the world size
-    def f(model, x, y, red='sum', doc_ids=None):
-        if red != 'sum':
-            raise ValueError(f"a sharded loss sums over the tokens of all ranks: call it with "
-                             f"reduction='sum', not {red!r}")
-        if len(x) % ws:
-            raise ValueError(f"a micro-batch of {len(x)} rows doesn't split over {ws} ranks: "
-                             f"use a --bs that is a multiple of {ws}")
-        mine = slice(rank * (len(x) // ws), (rank + 1) * (len(x) // ws))
-        kw = {} if doc_ids is None else dict(doc_ids=doc_ids[mine])
-        return _SumOverRanks.apply(loss_fn(model, x[mine], y[mine], 'sum', **kw), scale)
-    return f
+    scale = dist.get_world_size() if reduction == 'mean' else 1.0  # undo FSDP2's division
+    return _RankLoss(loss_fn, scale)
 
 # %% ../nbs/11_fsdp.ipynb #54a31a5a
 def scatter_param(p:DTensor, # a parameter sharded by FSDP2

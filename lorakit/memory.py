@@ -18,12 +18,13 @@ from .model import Llama, LlamaConfig
 from .qlora import QuantSpec
 from .gguf import GGUFFile, gguf_config
 from .inject import find_targets
-from .train import Callback, LoopState, lm_loss, OPTIMIZERS, TrainConfig, job_model_path
+from .objective import LMLoss, LMBatch
+from .train import Callback, LoopState, OPTIMIZERS, TrainConfig, job_model_path
 
 # %% auto #0
 __all__ = ['CATEGORIES', 'MEMORY_FIELDS', 'MemoryTimeline', 'measure_steps', 'cuda_memory_history', 'auto_chunk',
            'MemoryEstimate', 'read_llama_config', 'layer_activations', 'estimate_memory', 'LinearCrossEntropy',
-           'linear_cross_entropy', 'chunked_lm_loss', 'pick_loss', 'usable', 'plan_fit']
+           'linear_cross_entropy', 'ChunkedLMLoss', 'pick_loss', 'usable', 'plan_fit']
 
 # %% ../nbs/10_memory.ipynb #a24f22b3
 CATEGORIES = ('weights', 'lora', 'grads', 'optimizer', 'activations', 'temporaries')
@@ -161,18 +162,18 @@ def plot(self:MemoryTimeline, path:str|Path|None=None, title:str=''):
 def measure_steps(model:nn.Module, # with LoRA; its trainable parameters are stepped with AdamW
                   x:torch.Tensor, y:torch.Tensor, # one micro-batch: inputs and labels
                   steps:int=2, # steps to record; the second is the first with optimizer state
-                  loss_fn=lm_loss, # `lm_loss` or `chunked_lm_loss`
+                  loss_fn:LMLoss|None=None, # None: 05b's `LMLoss()`; or `ChunkedLMLoss()`
                   opt=None, # default: AdamW on the trainable parameters
                  )->MemoryTimeline:
     "Run `steps` training steps on one batch in a `MemoryTimeline`, marking each step's phases."
     opt = opt or torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     dev = next(model.parameters()).device
-    x, y = x.to(dev), y.to(dev)
+    loss_fn, b = loss_fn or LMLoss(), LMBatch(x.to(dev), y.to(dev))
     with MemoryTimeline(model, opt) as tl:
         for i in range(steps):
             tl.phase = 'forward'
             tl.mark(f"step {i+1}")
-            loss_fn(model, x, y).backward()
+            loss_fn(model, b).backward()
             tl.classify()
             tl.phase = 'optimizer'
             tl.mark('optimizer')
@@ -524,25 +525,24 @@ def linear_cross_entropy(h:torch.Tensor, # (tokens, hidden) hidden states
     return loss / (y != ignore_index).sum() if reduction == 'mean' else loss
 
 # %% ../nbs/10_memory.ipynb #58d462c0
-def chunked_lm_loss(model:nn.Module, x:torch.Tensor, y:torch.Tensor, reduction:str='mean',
-                    doc_ids:torch.Tensor|None=None, # each position's document (packed rows)
-                   )->torch.Tensor:
-    "`lm_loss` by `linear_cross_entropy` for a model with `hidden()` and a plain `nn.Linear` head."
-    head = getattr(model, 'lm_head', None)
-    if not hasattr(model, 'hidden') or type(head) is not nn.Linear or head.bias is not None:
-        return lm_loss(model, x, y, reduction, doc_ids)
-    return linear_cross_entropy(model.hidden(x, doc_ids=doc_ids).flatten(0, 1), head.weight,
-                                y.flatten(), reduction)
+class ChunkedLMLoss(LMLoss):
+    "`LMLoss` whose sum is `linear_cross_entropy`'s, for a model with `hidden()` and a plain head."
+    def sum(self, model:nn.Module, b:LMBatch)->torch.Tensor:
+        head = getattr(model, 'lm_head', None)
+        if not hasattr(model, 'hidden') or type(head) is not nn.Linear or head.bias is not None:
+            return super().sum(model, b)  # the logits are needed: the plain loss
+        h = model.hidden(b.x, doc_ids=b.doc_ids).flatten(0, 1)
+        return linear_cross_entropy(h, head.weight, b.y.flatten(), 'sum')
 
 # %% ../nbs/10_memory.ipynb #a39a334a
-def pick_loss(model:nn.Module, loss:str='auto'):
+def pick_loss(model:nn.Module, loss:str='auto')->LMLoss:
     "The loss for `train`: 'chunked', 'plain', or 'auto' (chunked where vocab > 2 x hidden size)."
     check_arg('loss', loss, loss in ('auto', 'chunked', 'plain'), "'auto', 'chunked' or 'plain'")
     if loss == 'auto':
         head = getattr(model, 'lm_head', None)
         loss = ('chunked' if isinstance(head, nn.Linear) and _chunks_pay(*head.weight.shape)
                 else 'plain')
-    return chunked_lm_loss if loss == 'chunked' else lm_loss
+    return ChunkedLMLoss() if loss == 'chunked' else LMLoss()
 
 # %% ../nbs/10_memory.ipynb #0073ef95
 def usable(gpu_gib:float)->float:

@@ -11,9 +11,10 @@ import torch, torch.nn.functional as F
 from .core import *
 from .model import LlamaConfig, Llama, generate
 from .data import *
+from .objective import *
 
 # %% auto #0
-__all__ = ['Recipe', 'lr_at', 'unigram_loss', 'eval_rows', 'evaluate_lm', 'pretrain', 'save_base', 'base_path', 'load_base']
+__all__ = ['Recipe', 'unigram_loss', 'pretrain', 'save_base', 'base_path', 'load_base']
 
 # %% ../nbs/06a_pretrain.ipynb #58d1bd86
 @dataclass
@@ -44,17 +45,6 @@ class Recipe:
                            num_key_value_heads=self.num_key_value_heads,
                            max_position_embeddings=self.seq_len, tie_word_embeddings=True)
 
-# %% ../nbs/06a_pretrain.ipynb #f9907556
-def lr_at(step:int, # the optimizer step, from 0
-          steps:int, # total steps
-          lr:float, # peak learning rate
-          warmup:int=100, # steps of linear warm-up
-         )->float:
-    "Learning rate at `step`: linear warm-up to `lr`, then cosine decay to a tenth of it."
-    if step < warmup: return lr * (step + 1) / warmup
-    t = (step - warmup) / max(1, steps - warmup)
-    return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(t, 1.0))))
-
 # %% ../nbs/06a_pretrain.ipynb #c43cca25
 def unigram_loss(train_ids:torch.Tensor, valid_ids:torch.Tensor, vocab_size:int)->float:
     "Cross-entropy (nats a token) of `valid_ids` under `train_ids`' frequencies, add-one smoothed."
@@ -62,44 +52,12 @@ def unigram_loss(train_ids:torch.Tensor, valid_ids:torch.Tensor, vocab_size:int)
     p = p / p.sum()
     return -p.log()[valid_ids.view(-1)].mean().item()
 
-# %% ../nbs/06a_pretrain.ipynb #fddf7df9
-def eval_rows(n:int, # rows in the held-out set
-              bs:int=16, # rows per batch
-              max_batches:int|None=None, # at most this many batches; None: every row
-             )->torch.Tensor:
-    "The rows of `n` a validation takes: all, or `max_batches` x `bs` of them spread evenly."
-    k = n if max_batches is None else min(n, max_batches * bs)
-    return torch.arange(k) * n // k
-
-@torch.no_grad()
-def evaluate_lm(model:Llama,
-                x:torch.Tensor, # rows of inputs
-                y:torch.Tensor, # their targets (-100 is ignored)
-                bs:int=16, # rows per batch
-                max_batches:int|None=None, # at most this many batches, of `eval_rows`' rows
-                doc_ids:torch.Tensor|None=None, # each position's document (`LMData.dv`)
-               )->float:
-    "Mean next-token cross-entropy over the labelled tokens of `eval_rows`, in eval mode."
-    rows = eval_rows(len(x), bs, max_batches).to(x.device)
-    was_training, total, n = model.training, 0., 0
-    model.eval()
-    try:
-        for r in rows.split(bs):
-            t, kw = y[r].flatten(), {} if doc_ids is None else dict(doc_ids=doc_ids[r])
-            logits = model(x[r], **kw).flatten(0, 1).float()
-            losses = F.cross_entropy(logits, t, ignore_index=-100, reduction='none')
-            total += losses.double().sum().item()  # float64: no rounding builds up over the set
-            n += (t != -100).sum().item()
-    finally: model.train(was_training)
-    if n == 0: raise ValueError("no labelled tokens to evaluate: every target is -100")
-    return total / n
-
 # %% ../nbs/06a_pretrain.ipynb #b908e2c1
 def pretrain(recipe:Recipe, docs:list[str], out:str|Path|None=None, time_limit:float|None=None,
              log=print)->tuple[Llama, dict]:
     "Train a byte-level Llama from scratch on `docs` following `recipe`; save it to `out` if given."
     set_seed(recipe.seed)
-    tok = ByteTokenizer()
+    tok, loss_fn = ByteTokenizer(), LMLoss()
     data = lm_data(docs, tok, recipe.seq_len, recipe.valid_pct, recipe.seed)
     model = Llama(recipe.llama_config(tok.vocab_size))
     opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.95),
@@ -108,9 +66,9 @@ def pretrain(recipe:Recipe, docs:list[str], out:str|Path|None=None, time_limit:f
     step, t0, hist = 0, time.time(), []
     out_of_time = lambda: time_limit is not None and time.time() - t0 >= time_limit
     while step < recipe.steps and not out_of_time():
-        for x, y in loader:
+        for t in loader:
             for g in opt.param_groups: g['lr'] = lr_at(step, recipe.steps, recipe.lr, recipe.warmup)
-            loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=-100)
+            loss = loss_fn(model, loss_fn.batch(t))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

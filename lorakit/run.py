@@ -158,7 +158,7 @@ class OneProcess:
     def load(self, job)->nn.Module:
         "`job`'s base on this process's device, with LoRA on (`job.prepare`)."
         return job.prepare(job.load_base())
-    def loss(self, f): return f  # the loss of this process's rows is the loss
+    def loss(self, f): return f  # a loss object (05b): this process's rows are the batch
     def lora_weights(self, model)->dict: return lora_state_dict(model)
     def on_main(self, f): return f()  # this process is the main one
     def callbacks(self)->list: return []
@@ -364,7 +364,7 @@ def train(model:nn.Module, # a model whose trainable parameters (the LoRA weight
           on_step=None, # `on_step(record)` is called after every step
           stop:threading.Event|None=None, # set it to stop (and save) after the step; Ctrl-C does
           callbacks:list=(), # `Callback`s, called in order at each hook point
-          loss_fn=lm_loss, # `loss_fn(model, x, y, reduction)`, or 10_memory's `chunked_lm_loss`
+          loss_fn=None, # the objective, a loss object (05b); None: `LMLoss()`
           group=None, # the processes that share the run: `OneProcess()`, or 11_fsdp's `Sharded`
           before:float|None=None, # `model`'s validation loss, if measured already: step 0's record
          )->list[dict]:

@@ -13,14 +13,14 @@ from tqdm.std import tqdm as tqdm_text
 from .core import *
 from .model import Llama, generate
 from .data import *
-from .pretrain import lr_at, evaluate_lm, eval_rows, base_path
+from .objective import *
+from .pretrain import base_path
 
 # %% auto #0
 __all__ = ['OPTIMIZERS', 'SETTINGS', 'DataSettings', 'ModelSettings', 'OptimizerSettings', 'SpeedSettings', 'RunSettings',
-           'TrainConfig', 'settings_docs', 'job_model_path', 'job_inputs', 'job_docs', 'job_dtype', 'one_cycle_lr',
-           'lr_schedule', 'make_optimizer', 'lm_loss', 'span', 'backward_tokens', 'grad_checkpointing',
-           'compile_layers', 'progress_bar', 'LoopState', 'Callback', 'NonFiniteError', 'validate', 'fit',
-           'plot_history', 'sample_text']
+           'TrainConfig', 'settings_docs', 'job_model_path', 'job_inputs', 'job_docs', 'job_dtype', 'make_optimizer',
+           'span', 'backward_tokens', 'grad_checkpointing', 'compile_layers', 'progress_bar', 'LoopState', 'Callback',
+           'NonFiniteError', 'validate', 'fit', 'plot_history', 'sample_text']
 
 # %% ../nbs/07_train.ipynb #ce4657b4
 _quants, _schedules, _losses = ('nf4', 'none'), ('cosine', 'onecycle'), ('auto', 'chunked', 'plain')
@@ -202,21 +202,6 @@ def job_dtype(dtype:str, device:torch.device)->torch.dtype:
     bf16 = device.type == 'cuda' and torch.cuda.is_bf16_supported()
     return torch.bfloat16 if bf16 else torch.float32
 
-# %% ../nbs/07_train.ipynb #e57b6db6
-def one_cycle_lr(step:int, steps:int, lr:float, pct:float=0.25)->float:
-    "One-cycle: cosine up from lr/25 to `lr` over the first `pct` of `steps`, then down to lr/1e4."
-    up = max(1, round(pct * steps))
-    cos = lambda a, b, t: b + (a - b) * 0.5 * (1 + math.cos(math.pi * t))
-    if step < up: return cos(lr/25, lr, step/up)
-    return cos(lr, lr/1e4, min(1., (step - up)/max(1, steps - up)))
-
-def lr_schedule(kind:str, steps:int, lr:float, warmup:int=20):
-    "A function from step to learning rate: 'cosine' (warm-up then cosine, `lr_at`) or 'onecycle'."
-    if kind not in _schedules:
-        raise ValueError(f"schedule must be one of {_schedules}, got {kind!r}")
-    if kind == 'cosine': return lambda s: lr_at(s, steps, lr, warmup)
-    return lambda s: one_cycle_lr(s, steps, lr)
-
 # %% ../nbs/07_train.ipynb #3eb32dad
 def make_optimizer(params, # the parameters to train (the LoRA weights)
                    name:str='adamw', # a key of `OPTIMIZERS`
@@ -227,15 +212,6 @@ def make_optimizer(params, # the parameters to train (the LoRA weights)
     check_arg('--optimizer', name, name in OPTIMIZERS, f'one of {tuple(OPTIMIZERS)}')
     cls, kw, _ = OPTIMIZERS[name]
     return cls(params, lr=lr, weight_decay=weight_decay, **kw)
-
-# %% ../nbs/07_train.ipynb #80aa6c36
-def lm_loss(model:nn.Module, x:torch.Tensor, y:torch.Tensor, reduction:str='mean',
-            doc_ids:torch.Tensor|None=None, # each position's document (`LMData.dt`)
-           )->torch.Tensor:
-    "Next-token cross-entropy, ignoring labels of -100: the mean over labelled tokens, or 'sum'."
-    logits = model(x) if doc_ids is None else model(x, doc_ids=doc_ids)
-    return F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), ignore_index=-100,
-                           reduction=reduction)
 
 # %% ../nbs/07_train.ipynb #c191ef12
 @contextlib.contextmanager
@@ -251,17 +227,18 @@ def span(name:str, # what the range is called in a trace, e.g. 'forward'
 
 # %% ../nbs/07_train.ipynb #0d705b82
 def backward_tokens(model:nn.Module, # the model being trained
-                    batches:list, # the (x, y) or (x, y, doc_ids) micro-batches of one step
+                    batches:list, # the micro-batches of one step, as the loader yields them
                     amp=contextlib.nullcontext(), # a context for forward, e.g. `torch.autocast`
-                    loss_fn=lm_loss, # `lm_loss`, or 10_memory's `chunked_lm_loss`
+                    loss_fn:LMLoss|None=None, # the objective (`05b_objective`); None: `LMLoss()`
                    )->float:
-    "Backpropagate the mean loss over every labelled token of `batches`, a micro-batch at a time."
-    n = sum(int((b[1] != -100).sum()) for b in batches)
+    "Backpropagate the mean loss over everything `batches` weigh, a micro-batch at a time."
+    loss_fn = loss_fn or LMLoss()
+    bs = [loss_fn.batch(b) for b in batches]
+    n = sum(loss_fn.count(b) for b in bs)
     dev, loss = next(model.parameters()).device, 0.
-    for x, y, *d in batches:
-        kw = dict(doc_ids=d[0].to(dev)) if d else {}
+    for b in bs:
         with span('forward', dev.type == 'cuda'), amp:
-            l = loss_fn(model, x.to(dev), y.to(dev), 'sum', **kw) / max(n, 1)
+            l = loss_fn(model, b.to(dev), 'sum') / max(n, 1)
         with span('backward', dev.type == 'cuda'): l.backward()
         loss += l.item()
     return loss
@@ -316,14 +293,14 @@ class LoopState:
     out:Path|None=None # where instruments write files: `07a_run`'s run directory, or None
     history:list=field(default_factory=list) # the records of the steps done
     step:int=0 # the step being run, counting from 1; in `begin_fit`, the steps already done
-    batches:list|None=None # the step's (x, y) micro-batches
+    batches:list|None=None # the step's micro-batches, as the loader yields them: (x, y) tuples
     rows:list|None=None # the row indices of each micro-batch in the training rows
     loss:float=math.nan # the step's mean loss per token
     grad_norm:float=math.nan # the total gradient norm, before clipping
     rec:dict|None=None # the step's record, from `after_step` on
     skip:bool=False # set it in `after_backward` to skip the update
     stop:bool=False # set it to end the run after this step
-    loss_fn:object=lm_loss # how each micro-batch's loss is computed
+    loss_fn:LMLoss=field(default_factory=LMLoss) # the objective (`05b_objective`)
 
 # %% ../nbs/07_train.ipynb #e4095d33
 class Callback:
@@ -407,7 +384,7 @@ def fit(model:nn.Module, # a model whose trainable parameters (the LoRA weights)
         data:LMData, # packed train and valid rows, from `lm_data`
         cfg:TrainConfig|None=None, # the settings (`cfg.out` is `07a_run`'s `train`'s business)
         callbacks:list=(), # `Callback`s, called in order at each hook point
-        loss_fn=lm_loss, # `loss_fn(model, x, y, reduction)`, or 10_memory's `chunked_lm_loss`
+        loss_fn:LMLoss|None=None, # the objective (05b); None: `LMLoss()`; 10's `ChunkedLMLoss`
         progress:bool=True, # draw a progress bar
         on_step=None, # `on_step(record)` is called after every step
         group=None, # the processes that share the run (11_fsdp): only the main one draws the bar
@@ -420,7 +397,7 @@ def fit(model:nn.Module, # a model whose trainable parameters (the LoRA weights)
     if not params: raise ValueError("model has no trainable parameters: add_lora first")
     opt = make_optimizer(params, cfg.optimizer, cfg.lr, cfg.weight_decay)
     loader = PackedLoader(data.xt, data.yt, cfg.bs, seed=cfg.seed, doc_ids=data.dt)
-    s = LoopState(model, params, opt, cfg, loader, loss_fn=loss_fn)
+    s = LoopState(model, params, opt, cfg, loader, loss_fn=loss_fn or LMLoss())
     sched = lr_schedule(cfg.schedule, cfg.steps, cfg.lr, cfg.warmup)
     amp, batches, bar = _amp(cfg, dev), _batches(loader), None
     model.train()
