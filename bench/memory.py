@@ -48,11 +48,13 @@ def mib(b): return b / 2**20
 def lorakit_model(which, quant, ckpt=False, r=8, dropout=0.05):
     "The shipped base or SmolLM2 (float32, NF4 or not) with all-linear LoRA, and the path of its config."
     from lorakit.model import Llama, smollm2_checkpoint
-    from lorakit.pretrain import load_base, base_path
+    from lorakit.pretrain import base_path
     from lorakit.inject import add_lora
     from lorakit.qlora import QuantSpec
     torch.manual_seed(0)
-    if which == 'base': m, cfg = load_base(quant=QuantSpec.from_flag(quant)), base_path()
+    if which == 'base':
+        cfg = base_path()
+        m = Llama.from_pretrained(cfg, quant=QuantSpec.from_flag(quant))
     else: cfg = smollm2_checkpoint(); m = Llama.from_pretrained(cfg, dtype=torch.float32, device='cpu', quant=QuantSpec.from_flag(quant))
     add_lora(m, r=r, alpha=2*r, dropout=dropout); m.grad_ckpt = ckpt
     return m.train(), cfg

@@ -13,7 +13,7 @@ from fastcore.basics import ifnone
 
 # %% auto #0
 __all__ = ['set_seed', 'get_device', 'get_dtype', 'ParamCount', 'count_params', 'Block', 'ProxyData', 'proxy_task', 'CheckError',
-           'cross_entropy', 'check_loss_at_init', 'overfit_one_batch', 'check_arg', 'evaluate', 'fit_proxy',
+           'cross_entropy', 'assert_loss_at_init', 'overfit_one_batch', 'check_arg', 'evaluate', 'fit_proxy',
            'plot_curves', 'atomic_path', 'is_atomic_tmp', 'clean_tmp', 'check_out_dir', 'atomic_dir', 'run_proxy']
 
 # %% ../nbs/00_core.ipynb #24e13f04
@@ -120,7 +120,7 @@ def cross_entropy(logits:torch.Tensor, # (..., n_classes): a classifier's (N, C)
     "Mean cross-entropy over the leading positions of `logits`, in float32, skipping label -100."
     return F.cross_entropy(logits.flatten(0, -2).float(), y.flatten(), ignore_index=-100)
 
-def check_loss_at_init(model:nn.Module, # the model, before any training step
+def assert_loss_at_init(model:nn.Module, # the model, before any training step
                        xb:torch.Tensor, # a batch of inputs
                        yb:torch.Tensor, # their class labels (or next tokens)
                        n_classes:int|None=None, # number of classes; default: the logits' last dim
@@ -318,7 +318,7 @@ def run_proxy(sz:int=16, # width of `Block`, and the number of classes
         raise FileNotFoundError(f"plot={plot}: {Path(plot).parent} does not exist: create it first")
     set_seed(seed)
     data, m = proxy_task(sz=sz, seed=seed), Block(sz)
-    loss0 = check_loss_at_init(m, data.xv, data.yv)
+    loss0 = assert_loss_at_init(m, data.xv, data.yv)
     print(f"Block({sz}): {count_params(m)}")
     print(f"loss at init {loss0:.3f} (ln {sz} = {math.log(sz):.3f})")
     res = fit_proxy(m, data, steps=steps, lr=lr, bs=bs, seed=seed)

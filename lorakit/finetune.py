@@ -27,7 +27,7 @@ from .nudge import ProxyRun, proxy_config
 from .instruct import read_chats, chat_data
 
 # %% auto #0
-__all__ = ['is_chat_job', 'chat_job_data', 'job_rows', 'Job', 'finetune', 'load_job', 'first_steps', 'check_loss_curve',
+__all__ = ['is_chat_job', 'chat_job_data', 'job_rows', 'Job', 'finetune', 'load_job', 'first_steps', 'assert_loss_curve',
            'JobProxy']
 
 # %% ../nbs/98_finetune.ipynb #715dbc90
@@ -352,7 +352,7 @@ def _changed(cfg:TrainConfig, stored:dict)->str:
 _REBASE = ("If the change is intended, rerun `python bench/loss_baseline.py --write` "
            "and commit nbs/baselines/default_job.json.")
 
-def check_loss_curve(losses:list[float], # the run's losses, step 1 first
+def assert_loss_curve(losses:list[float], # the run's losses, step 1 first
                      baseline:dict, # `bench/loss_baseline.py`'s: `seed0`, `tolerance`, `config`
                      cfg:TrainConfig|None=None, # the run's settings, to name those that differ
                     )->float:

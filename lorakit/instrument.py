@@ -19,9 +19,9 @@ from .train import Callback, LoopState, NonFiniteError, span
 from .run import TrainingStopped
 
 # %% auto #0
-__all__ = ['GradNorms', 'SpikeGuard', 'module_norms', 'ActivationStats', 'token_mean', 'GradReport', 'check_grad', 'wilson',
+__all__ = ['GradNorms', 'SpikeGuard', 'module_norms', 'ActivationStats', 'token_mean', 'GradReport', 'grad_report', 'wilson',
            'Flakiness', 'flaky', 'matmul_bound', 'NaNTracer', 'debug_on_error', 'Profile', 'top_ops', 'Instruments',
-           'check_loss_at_init', 'overfit_one_batch', 'CheckError']
+           'assert_loss_at_init', 'overfit_one_batch', 'CheckError']
 
 # %% ../nbs/09_instrument.ipynb #6f43d028
 def _module_of(name:str)->str: return name.rsplit('.', 1)[0] if '.' in name else name
@@ -325,12 +325,12 @@ def token_mean(losses:Float[torch.Tensor, "B T"], # each token's loss
     return (losses * mask).sum() / mask.sum().clamp_min(1)
 
 # %% ../nbs/09_instrument.ipynb #d5ae0658
-_all_ = ['check_loss_at_init', 'overfit_one_batch', 'CheckError']
+_all_ = ['assert_loss_at_init', 'overfit_one_batch', 'CheckError']
 
 # %% ../nbs/09_instrument.ipynb #8daeeb36
 @dataclass
 class GradReport:
-    "What `check_grad` found: whether `gradcheck` passed in float64, and each dtype's error."
+    "What `grad_report` found: whether `gradcheck` passed in float64, and each dtype's error."
     ok:bool # gradcheck passed
     rows:list # one dict per dtype
     message:str='' # gradcheck's complaint, if it failed
@@ -365,7 +365,7 @@ def _dtype_row(fn, inputs:tuple, dtype:torch.dtype, seed:int)->dict:
     return dict(dtype=str(dtype).removeprefix('torch.'), gradcheck='', output_err=e_out,
                 grad_err=e_grad, grad_err_in_eps=round(e_grad/eps, 2))
 
-def check_grad(fn, # a function of `inputs` returning a tensor
+def grad_report(fn, # a function of `inputs` returning a tensor
                *inputs, # tensors (those with requires_grad are checked), and any other argument
                fast_mode:bool=True, # gradcheck's fast mode: one random direction, not the Jacobian
                dtypes=(torch.float32, torch.bfloat16), # the dtypes to measure against float64

@@ -14,7 +14,7 @@ from .data import *
 from .objective import *
 
 # %% auto #0
-__all__ = ['Recipe', 'unigram_loss', 'pretrain', 'save_base', 'base_path', 'load_base']
+__all__ = ['Recipe', 'unigram_loss', 'pretrain', 'save_base', 'base_path']
 
 # %% ../nbs/06a_pretrain.ipynb #58d1bd86
 @dataclass
@@ -96,18 +96,10 @@ def save_base(model:Llama, info:dict, out:str|Path):
 
 # %% ../nbs/06a_pretrain.ipynb #def22c98
 def base_path()->Path:
-    "The directory of the pretrained base that ships with lorakit."
+    "The pretrained base that ships with lorakit: a checkpoint directory, loaded as any other."
     import lorakit
-    return Path(lorakit.__file__).parent/'base'
-
-from .qlora import takes_quant
-
-@takes_quant
-def load_base(dtype='float32', device=None,
-              quant=None, # a `QuantSpec` to quantize with while loading; None: full precision
-             )->Llama:
-    "Load lorakit's pretrained byte-level Shakespeare Llama."
-    if not (base_path()/'config.json').exists():
-        raise FileNotFoundError(f"no pretrained base at {base_path()}: reinstall lorakit, "
-                                f"or run lorakit-pretrain --out {base_path()}")
-    return Llama.from_pretrained(base_path(), dtype=dtype, device=device, quant=quant)
+    d = Path(lorakit.__file__).parent/'base'
+    if not (d/'config.json').is_file():
+        raise FileNotFoundError(f"no pretrained base at {d}: reinstall lorakit, "
+                                f"or run lorakit-pretrain --out {d}")
+    return d

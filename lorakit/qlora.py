@@ -20,7 +20,7 @@ logging.getLogger('bitsandbytes.backends.cpu.ops').addFilter(
 import bitsandbytes.functional as bnbF
 
 # %% auto #0
-__all__ = ['QUANT_KINDS', 'QUANT_FLAGS', 'bnb_quant_state', 'bnb_dequantize', 'dequantize_for_matmul', 'check_dequantize_paths',
+__all__ = ['QUANT_KINDS', 'QUANT_FLAGS', 'bnb_quant_state', 'bnb_dequantize', 'dequantize_for_matmul', 'assert_dequantize_paths',
            'NF4Matmul', 'nf4_linear', 'NF4Linear', 'QLoRALinear', 'QuantSpec', 'check_quant', 'takes_quant',
            'model_nbytes', 'quantize_base', 'merge_to_16bit', 'merge_to_nf4']
 
@@ -98,7 +98,7 @@ def dequantize_for_matmul(q:NF4Weight, # the quantized weight
     return W if W.dtype == dtype else W.to(dtype)
 
 # %% ../nbs/04_qlora.ipynb #867e3c8a
-def check_dequantize_paths(shapes=((256, 688), (688, 256), (37, 96), (64, 64), (96, 256)),
+def assert_dequantize_paths(shapes=((256, 688), (688, 256), (37, 96), (64, 64), (96, 256)),
                            blocksizes=(64, 128, 1024), seed:int=0)->int:
     "Assert that every dequantize path gives `dequantize_nf4_ref`'s bits; return the cases run."
     g, n = torch.Generator().manual_seed(seed), 0
@@ -109,7 +109,7 @@ def check_dequantize_paths(shapes=((256, 688), (688, 256), (37, 96), (64, 64), (
         for backend in ('auto', 'torch', 'bnb'):
             W = dequantize_for_matmul(q, dt, backend)
             msg = f"{backend} dequantize of {shape} {dt} at {bs} (dq={dq}) is off"
-            assert torch.equal(W, ref), msg
+            if not torch.equal(W, ref): raise CheckError(msg)
         n += 1
     return n
 

@@ -14,6 +14,7 @@ from .core import *
 from .model import Llama, generate
 from .data import *
 from .objective import *
+from .qlora import QUANT_FLAGS
 from .pretrain import base_path
 
 # %% auto #0
@@ -23,7 +24,7 @@ __all__ = ['OPTIMIZERS', 'SETTINGS', 'DataSettings', 'ModelSettings', 'Optimizer
            'NonFiniteError', 'validate', 'fit', 'plot_history', 'sample_text']
 
 # %% ../nbs/07_train.ipynb #ce4657b4
-_quants, _schedules, _losses = ('nf4', 'none'), ('cosine', 'onecycle'), ('auto', 'chunked', 'plain')
+_losses = ('auto', 'chunked', 'plain')  # `SCHEDULES` are 05b's, `QUANT_FLAGS` 04's
 # the optimizers `train` offers: the torch.optim class, its settings, and the state tensors it keeps
 # per weight (10_memory's `estimate_memory` counts them)
 OPTIMIZERS = {'adamw': (torch.optim.AdamW, {}, 2),
@@ -92,7 +93,7 @@ class SpeedSettings:
     # seconds to a minute; or the name of another torch.compile backend
     compile:str='off'
     # 'chunked' (never holds the full logits), 'plain', or 'auto': chunked where the vocabulary is
-    # over twice the hidden size (10_memory; the job picks it, `train` takes a `loss_fn`)
+    # over twice the hidden size (10_memory's `pick_loss`: the job's loss object)
     loss:str='auto'
     autocast:bool|None=None # bf16 autocast; None: on for a GPU that supports bf16
 
@@ -104,7 +105,7 @@ class RunSettings:
     # None: five times a run (only at the end of a run under 25 steps)
     eval_every:int|None=None
     # batches of `bs` rows per validation, spread evenly over the held-out rows
-    # (06a's `eval_rows`); None: every held-out row
+    # (05b's `eval_rows`); None: every held-out row
     eval_batches:int|None=None
     # tokens in each sample of samples.txt (before and after);
     # None: 120, or 4 a step for a shorter run; 0: none
@@ -156,9 +157,9 @@ def _check_config(c:TrainConfig):
               'a number >= 0')
     check_arg('--dropout', c.dropout, _is_num(c.dropout) and 0 <= c.dropout < 1,
               'a number in [0, 1)')
-    check_arg('--quant', c.quant, c.quant in _quants, f'one of {_quants}')
+    check_arg('--quant', c.quant, c.quant in QUANT_FLAGS, f'one of {QUANT_FLAGS}')
     check_arg('--optimizer', c.optimizer, c.optimizer in OPTIMIZERS, f'one of {tuple(OPTIMIZERS)}')
-    check_arg('--schedule', c.schedule, c.schedule in _schedules, f'one of {_schedules}')
+    check_arg('--schedule', c.schedule, c.schedule in SCHEDULES, f'one of {SCHEDULES}')
     check_arg('--loss', c.loss, c.loss in _losses, f'one of {_losses}')
     check_arg('--on-bad', c.on_bad, c.on_bad in ('stop', 'skip'), "'stop' or 'skip'")
     check_arg('--dist-timeout', c.dist_timeout, _is_num(c.dist_timeout) and c.dist_timeout > 0,
