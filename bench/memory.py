@@ -54,7 +54,7 @@ def lorakit_model(which, quant, ckpt=False, r=8, dropout=0.05):
     torch.manual_seed(0)
     if which == 'base':
         cfg = base_path()
-        m = Llama.from_pretrained(cfg, quant=QuantSpec.from_flag(quant))
+        m = Llama.from_pretrained(cfg, 'float32', quant=QuantSpec.from_flag(quant))
     else: cfg = smollm2_checkpoint(); m = Llama.from_pretrained(cfg, dtype=torch.float32, device='cpu', quant=QuantSpec.from_flag(quant))
     add_lora(m, r=r, alpha=2*r, dropout=dropout); m.grad_ckpt = ckpt
     return m.train(), cfg
