@@ -87,6 +87,10 @@ def read_chats(path:str|Path, # a .jsonl file of conversations
     return chats, skipped
 
 # %% ../nbs/06b_instruct.ipynb #dc3bb83d
+def _kept_end(turn:list, rest:list)->int:
+    "Length of the longest end of `turn` that `rest` starts with (0: none)."
+    return next((k for k in range(min(len(turn), len(rest)), 0, -1) if rest[:k] == turn[-k:]), 0)
+
 def encode_chat(tok, # a tokenizer with `apply_chat_template`: `load_tokenizer` of a chat checkpoint
                 chat:Chat|list, # a `Chat`, or a list of turns
                 all_tokens:bool=False, # label every token, not only the assistant's
@@ -103,12 +107,13 @@ def encode_chat(tok, # a tokenizer with `apply_chat_template`: `load_tokenizer` 
     for i, m in enumerate(ms):
         if m['role'] != 'assistant': continue
         before = tok.apply_chat_template(ms[:i], add_generation_prompt=True)
-        after = tok.apply_chat_template(ms[:i+1])
-        if after[:len(before)] != before or ids[:len(after)] != after:
+        after, n = tok.apply_chat_template(ms[:i+1]), len(before)
+        k = _kept_end(after[n:], ids[n:])
+        if after[:n] != before or ids[:n] != before or k == 0:
             raise ChatError(f"{where}: the chat template renders turn {i} differently alone than "
                             f"in the conversation, so its tokens can't be found: train with "
                             f"all_tokens=True")
-        labels[len(before):len(after)] = after[len(before):]
+        labels[n:n+k] = ids[n:n+k]
     return ids, labels
 
 # %% ../nbs/06b_instruct.ipynb #12d1723a
