@@ -346,12 +346,14 @@ _LLAMA_CPP_MARK = 'conversion/__init__.py'  # a cached copy without it is fetche
 def _extract_llama_cpp(sdist:Path, out:Path):
     "Unpack the parts of the sdist's vendor/llama.cpp that lorakit reads into `out`."
     import tarfile
+    safe = {'filter': 'data'} if hasattr(tarfile, 'data_filter') else {}  # Python >= 3.11.4
     with tarfile.open(sdist) as tar:
         for m in tar.getmembers():
             rel = m.name.partition('/vendor/llama.cpp/')[2]
             if not rel.startswith(_LLAMA_CPP_KEEP) or not (m.isfile() or m.isdir()): continue
+            if Path(rel).is_absolute() or '..' in Path(rel).parts: continue  # stays in `out`
             m.name = rel
-            tar.extract(m, out, filter='data')
+            tar.extract(m, out, **safe)
 
 def llama_cpp_source(version:str=LLAMA_CPP_PYTHON, # a llama-cpp-python release on PyPI
                     )->Path:
@@ -372,7 +374,7 @@ def llama_cpp_source(version:str=LLAMA_CPP_PYTHON, # a llama-cpp-python release 
                 raise RuntimeError(f"could not fetch llama-cpp-python=={version}'s source from "
                                    f"PyPI ({r.stderr.strip()[-300:]}): check the connection")
             _extract_llama_cpp(sdists[0], Path(tmp)/'src')
-            if d.exists(): shutil.rmtree(d)  # an unfinished copy, from before os.replace existed
+            if d.exists(): shutil.rmtree(d)  # an older copy, without what this lorakit reads
             os.replace(Path(tmp)/'src', d)
     return d
 
