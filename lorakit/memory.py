@@ -287,6 +287,7 @@ def layer_activations(cfg:LlamaConfig, # the model
                       la:int=4, # bytes per LoRA weight
                       dropout:float=0.05, # LoRA dropout
                       bs:int=1, # rows of the batch (the RoPE tables are per position)
+                      T:int=1, # tokens a row (masks and soft-capped scores are per pair of them)
                      )->dict:
     "Bytes a decoder layer saves for backward, a token, by what saves them: LoRA on a frozen base."
     h, q, i = cfg.hidden_size, cfg.num_attention_heads*cfg.head_dim, cfg.intermediate_size
@@ -296,8 +297,19 @@ def layer_activations(cfg:LlamaConfig, # the model
     ins, out = _IN(cfg), dict(residual=2*h*4 + 2*4)
     # SDPA keeps q, k and v (at the KV heads), its output, and a log-sum-exp per head
     out['attention'] = (2*q + 2*kv)*a + H*4
+    if cfg.attn_logit_softcapping:  # Gemma 2: written out, with k and v repeated to the heads
+        # q, k, v, the output; capped scores, their float32 softmax (and its cast); a bool mask
+        out['attention'] = 4*q*a + H*T*(a + 4 + (a if a != 4 else 0)) + T / bs
+    elif sliding := sum(t == 'sliding_attention' for t in cfg.layer_types or []):
+        # a sliding layer's (T, T) mask, which SDPA keeps as float32: its share of the layers
+        out['attention'] += T*4 / bs * sliding / cfg.num_hidden_layers
+    if cfg.qk_norm:  # Qwen3, Gemma 3: each head's q and k normed, in float32, and 1/rms
+        out['qk norm'] = (q + kv)*4 + (H + cfg.num_key_value_heads)*4
+    if cfg.gemma:  # two more norms; and each of its norms makes its (1 + w) anew, once a layer
+        out['residual'] += 2*h*4 + 2*4
+        out['norm scales'] = (4*h + (2*D if cfg.qk_norm else 0)) * 4 / (bs*T)
     out['rope'] = 4*D*a / bs  # the cos and sin tables of q and k, per position
-    out['swiglu'] = 3*i*a  # gate, silu(gate) and up, for the product's backward
+    out['swiglu'] = 3*i*a  # gate, act(gate) and up, for the product's backward (GeLU's too)
     kept = 0
     for g in _GROUPS:  # the frozen base needs no inputs; LoRA's A does
         hit = [t for t in g if t in lora]
@@ -402,7 +414,7 @@ def _activation_rows(mc:LlamaConfig, s, short:set)->tuple[list, float]:
     a, la, L, h, V = (_nbytes(s.dtype), _nbytes(s.lora_dtype), mc.num_hidden_layers,
                       mc.hidden_size, mc.vocab_size)
     T = s.bs * s.seq_len
-    per_tok = sum(layer_activations(mc, short, s.r, a, la, s.dropout, s.bs).values())
+    per_tok = sum(layer_activations(mc, short, s.r, a, la, s.dropout, s.bs, s.seq_len).values())
     # layer 0's input needs no gradient: its norm and dropout masks keep nothing
     first = h*4 + 4 + (sum(_IN(mc)[t] for t in short & set(_GROUPS[0])) * a if s.dropout else 0)
     # the chunked loss keeps d(loss)/d(hidden); the plain one, float32 log-probabilities
@@ -425,7 +437,7 @@ def _transient_rows(mc:LlamaConfig, s, names:list, short:set, shapes:dict)->list
     "The other transients: one layer's backward, a dequantized weight, FSDP's all-gathers."
     a, la, ws, h = _nbytes(s.dtype), _nbytes(s.lora_dtype), s.world_size, mc.hidden_size
     T, dec = s.bs * s.seq_len, [n for n in shapes if '.layers.' in n]
-    per_tok = sum(layer_activations(mc, short, s.r, a, la, s.dropout, s.bs).values())
+    per_tok = sum(layer_activations(mc, short, s.r, a, la, s.dropout, s.bs, s.seq_len).values())
     rows = [('one layer in backward (transient)',
              T * ((per_tok if s.grad_ckpt else 0) + (mc.intermediate_size + 2 * h) * a),
              ('its recomputed activations and ' if s.grad_ckpt else '') + 'its gradients')]
