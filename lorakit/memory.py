@@ -417,13 +417,15 @@ def _activation_rows(mc:LlamaConfig, s, short:set)->tuple[list, float]:
     per_tok = sum(layer_activations(mc, short, s.r, a, la, s.dropout, s.bs, s.seq_len).values())
     # layer 0's input needs no gradient: its norm and dropout masks keep nothing
     first = h*4 + 4 + (sum(_IN(mc)[t] for t in short & set(_GROUPS[0])) * a if s.dropout else 0)
-    # the chunked loss keeps d(loss)/d(hidden); the plain one, float32 log-probabilities
-    kept_loss = T * (h*4 if s.loss == 'chunked' else V*4)
+    # the chunked loss keeps d(loss)/d(hidden); the plain one, float32 log-probabilities, and
+    # Gemma 2's capped logits' tanh
+    capped = s.loss != 'chunked' and bool(mc.final_logit_softcapping)
+    kept_loss = T * (h*4 if s.loss == 'chunked' else V*4 + (V*a if capped else 0))
     layers = T * (L * h * a if s.grad_ckpt else L * per_tok - first)
     rows = [('activations', layers + T * (h*4 + 4 + 8) + kept_loss,
              (f"{L} layer inputs (checkpointed)" if s.grad_ckpt
               else f"{L} layers x {per_tok/1024:,.1f} KiB a token")
-             + ", the final norm's, the loss's")]
+             + ", the final norm's, the loss's" + (" (and the capped logits')" if capped else ''))]
     n = min(s.chunk or auto_chunk(T, V, h), T)
     loss_tmp = 3 * n * V * 4 if s.loss == 'chunked' else T * V * (2*4 + (a if a != 4 else 0))
     rows.append(('logits and loss (transient)', loss_tmp,
