@@ -15,9 +15,9 @@ from .qlora import QuantSpec, takes_quant
 from .model import Llama, LlamaConfig, cache_dir, hf_config, weight_files
 
 # %% auto #0
-__all__ = ['LLAMA_CPP_PYTHON', 'gguf_name', 'dequant_q8_0', 'dequant_q4_0', 'dequant_q4_1', 'GGUFFile', 'gguf_config',
-           'gguf_checkpoint', 'weight_sources', 'load_llama', 'read_model_config', 'tensor_shapes', 'llama_cpp_source',
-           'gemma3_gguf']
+__all__ = ['LLAMA_CPP_PYTHON', 'gguf_name', 'dequant_q8_0', 'dequant_q4_0', 'dequant_q4_1', 'dequant_q5_0', 'dequant_q5_1',
+           'dequant_q4_k', 'dequant_q5_k', 'dequant_q6_k', 'GGUFFile', 'gguf_config', 'gguf_checkpoint',
+           'weight_sources', 'load_llama', 'read_model_config', 'tensor_shapes', 'llama_cpp_source', 'gemma3_gguf']
 
 # %% ../nbs/05a_gguf.ipynb #eefe7534
 _GGUF_TOP = {'token_embd': 'model.embed_tokens', 'output_norm': 'model.norm', 'output': 'lm_head'}
@@ -40,8 +40,12 @@ def _scale(b:torch.Tensor)->torch.Tensor:
     return b.contiguous().view(torch.float16).float()
 
 def _nibbles(b:torch.Tensor)->torch.Tensor:
-    "The 32 4-bit values in each row of 16 bytes: low nibbles (elements 0–15), then high (16–31)."
+    "The 4-bit values in each row of k bytes: low nibbles (elements 0…k-1), then high (k…2k-1)."
     return torch.cat([b & 15, b >> 4], 1).float()
+
+def _bits(b:torch.Tensor, n:int=1)->torch.Tensor:
+    "The n-bit fields of each byte of `b` (…, k), lowest first: (…, k, 8 // n) uint8."
+    return (b[..., None] >> torch.arange(0, 8, n, dtype=torch.uint8, device=b.device)) & (2**n - 1)
 
 def dequant_q8_0(blocks:torch.Tensor)->torch.Tensor: # (n, 34) uint8: fp16 d, 32 int8 q
     "llama.cpp's Q8_0 blocks as (n, 32) float32: d·q."
@@ -55,12 +59,58 @@ def dequant_q4_1(blocks:torch.Tensor)->torch.Tensor: # (n, 20) uint8: fp16 d and
     "llama.cpp's Q4_1 blocks as (n, 32) float32: d·q + m."
     return _scale(blocks[:, :2]) * _nibbles(blocks[:, 4:]) + _scale(blocks[:, 2:4])
 
-_DEQUANT = {'Q8_0': dequant_q8_0, 'Q4_0': dequant_q4_0, 'Q4_1': dequant_q4_1}
+def dequant_q5_0(blocks:torch.Tensor)->torch.Tensor: # (n, 22): fp16 d, 4 bytes of high bits, 16 q
+    "llama.cpp's Q5_0 blocks as (n, 32) float32: d·(q − 16)."
+    hi = _bits(blocks[:, 2:6]).reshape(-1, 32).float()  # bit j of the 32-bit word: element j
+    return _scale(blocks[:, :2]) * (_nibbles(blocks[:, 6:]) + 16 * hi - 16)
+
+def dequant_q5_1(blocks:torch.Tensor)->torch.Tensor: # (n, 24): fp16 d and m, 4 bytes high bits, 16 q
+    "llama.cpp's Q5_1 blocks as (n, 32) float32: d·q + m."
+    hi = _bits(blocks[:, 4:8]).reshape(-1, 32).float()
+    return _scale(blocks[:, :2]) * (_nibbles(blocks[:, 8:]) + 16 * hi) + _scale(blocks[:, 2:4])
+
+# %% ../nbs/05a_gguf.ipynb #9188f610
+def _k_scales(s:torch.Tensor)->tuple[torch.Tensor, torch.Tensor]: # (n, 12) uint8
+    "The 8 6-bit scales and 8 6-bit minimums packed in each row of 12 bytes, as float32."
+    d, m, md = s[:, :4], s[:, 4:8], s[:, 8:]
+    sc = torch.cat([d & 63, (md & 15) | (d >> 6 << 4)], 1)
+    mn = torch.cat([m & 63, (md >> 4) | (m >> 6 << 4)], 1)
+    return sc.float(), mn.float()
+
+def _k_affine(blocks:torch.Tensor, q:torch.Tensor)->torch.Tensor: # q: (n, 8, 32) float32
+    "(d·sc)·q − dmin·mn for the 8 sub-blocks of 32 of Q4_K/Q5_K super-blocks: (n, 256)."
+    sc, mn = _k_scales(blocks[:, 4:16])
+    d, dmin = _scale(blocks[:, :2]), _scale(blocks[:, 2:4])
+    return ((d * sc)[..., None] * q - (dmin * mn)[..., None]).reshape(-1, 256)
+
+def dequant_q4_k(blocks:torch.Tensor)->torch.Tensor: # (n, 144): d, dmin, 12 scale bytes, 128 q
+    "llama.cpp's Q4_K super-blocks as (n, 256) float32."
+    return _k_affine(blocks, _nibbles(blocks[:, 16:].reshape(-1, 32)).reshape(-1, 8, 32))
+
+def dequant_q5_k(blocks:torch.Tensor)->torch.Tensor: # (n, 176): as Q4_K, 32 bytes of high bits
+    "llama.cpp's Q5_K super-blocks as (n, 256) float32."
+    hi = _bits(blocks[:, 16:48]).transpose(1, 2).float()  # bit i of byte k: sub-block i, elt k
+    q = _nibbles(blocks[:, 48:].reshape(-1, 32)).reshape(-1, 8, 32) + 16 * hi
+    return _k_affine(blocks, q)
+
+def dequant_q6_k(blocks:torch.Tensor)->torch.Tensor: # (n, 210): 128 low, 64 high, 16 int8 s, d
+    "llama.cpp's Q6_K super-blocks as (n, 256) float32: (d·s)·(q − 32)."
+    n = len(blocks)
+    lo = _nibbles(blocks[:, :128].reshape(-1, 64)).reshape(n, 8, 32)
+    hi = _bits(blocks[:, 128:192].reshape(n, 2, 32), 2).transpose(2, 3).reshape(n, 8, 32)
+    q = (lo + 16 * hi.float() - 32).reshape(n, 16, 16)
+    s = blocks[:, 192:208].contiguous().view(torch.int8).float()
+    return ((_scale(blocks[:, 208:]) * s)[..., None] * q).reshape(n, 256)
+
+_DEQUANT = {'Q8_0': dequant_q8_0, 'Q4_0': dequant_q4_0, 'Q4_1': dequant_q4_1,
+            'Q5_0': dequant_q5_0, 'Q5_1': dequant_q5_1,
+            'Q4_K': dequant_q4_k, 'Q5_K': dequant_q5_k, 'Q6_K': dequant_q6_k}
 _FLOATS = {'F32': torch.float32, 'F16': torch.float16, 'BF16': torch.bfloat16, 'F64': torch.float64}
 
 # %% ../nbs/05a_gguf.ipynb #7fa0381d
 def _gguf_tensor(t, name:str)->torch.Tensor:
     "The GGUF tensor `t` (a `gguf.ReaderTensor`) as a float tensor in PyTorch's layout."
+    from gguf import quants, GGML_QUANT_SIZES
     # GGUF lists the fastest-varying dimension first
     shape, kind = tuple(int(n) for n in reversed(t.shape)), t.tensor_type.name
     # a copy: the reader's arrays are read-only views of the memory-mapped file
@@ -68,14 +118,13 @@ def _gguf_tensor(t, name:str)->torch.Tensor:
     if kind in _FLOATS:
         return (x.view(_FLOATS[kind]) if x.dtype == torch.uint8 else x).reshape(shape)
     if kind in _DEQUANT:
-        blocks = x.reshape(-1, x.numel() // (math.prod(shape) // 32))  # one row per 32 weights
+        blocks = x.reshape(-1, GGML_QUANT_SIZES[t.tensor_type][1])  # one row per block
         return _DEQUANT[kind](blocks).reshape(shape)
-    from gguf import quants
     try: return torch.from_numpy(quants.dequantize(t.data, t.tensor_type)).reshape(shape)
     except NotImplementedError:
         raise ValueError(f"{name} is stored as {kind}, which lorakit can't dequantize (it reads "
-                         f"F32, F16, BF16, Q8_0, Q4_0, Q4_1, the K-quants and the other types the "
-                         f"gguf package dequantizes): re-quantize the file, e.g. llama-quantize "
+                         f"F32, F16, BF16, {', '.join(_DEQUANT)} and the other types the gguf "
+                         f"package dequantizes): re-quantize the file, e.g. llama-quantize "
                          f"--allow-requantize in.gguf out.gguf Q8_0") from None
 
 # %% ../nbs/05a_gguf.ipynb #59fcdd19
