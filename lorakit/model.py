@@ -20,14 +20,15 @@ from .nf4 import quantize_nf4
 from .qlora import NF4Linear, QuantSpec, check_quant, takes_quant
 
 # %% auto #0
-__all__ = ['LlamaConfig', 'RMSNorm', 'rope_frequencies', 'rope', 'Attention', 'MLP', 'DecoderLayer', 'KVCache', 'doc_positions',
-           'doc_mask', 'pad_positions', 'pad_mask', 'Llama', 'weight_files', 'check_weight_names', 'read_weight',
-           'hf_config', 'top_p_mask', 'generate', 'cache_dir', 'smollm2_gguf', 'smollm2_checkpoint']
+__all__ = ['LlamaConfig', 'RMSNorm', 'rope_frequencies', 'rope', 'softcap', 'Attention', 'MLP', 'DecoderLayer', 'KVCache',
+           'doc_positions', 'doc_mask', 'pad_positions', 'pad_mask', 'window_mask', 'Llama', 'weight_files',
+           'check_weight_names', 'read_weight', 'hf_config', 'top_p_mask', 'generate', 'cache_dir', 'smollm2_gguf',
+           'smollm2_checkpoint']
 
 # %% ../nbs/05_model.ipynb #670325e0
 @dataclass
 class LlamaConfig:
-    "The hyperparameters of a Llama, named as in Hugging Face's `config.json`."
+    "The hyperparameters of a Llama, named as in Hugging Face's `config.json`, and its families'."
     vocab_size:int=258
     hidden_size:int=256
     intermediate_size:int=688
@@ -37,25 +38,44 @@ class LlamaConfig:
     max_position_embeddings:int=512
     rms_norm_eps:float=1e-6
     rope_theta:float=10000.0
-    # None, or Llama 3's {'rope_type': 'llama3', 'factor', 'low_freq_factor', 'high_freq_factor',
-    # 'original_max_position_embeddings'}
+    # None, Llama 3's {'rope_type': 'llama3', 'factor', 'low_freq_factor', 'high_freq_factor',
+    # 'original_max_position_embeddings'}, or {'rope_type': 'linear', 'factor'}
     rope_scaling:dict|None=None
     tie_word_embeddings:bool=False
     head_dim:int|None=None # default: hidden_size // num_attention_heads
     dtype:str='float32'
+    # the switches of the families (05c_families); these defaults are Llama
+    model_type:str='llama' # 'llama', 'qwen2', 'qwen3', 'mistral', 'gemma2' or 'gemma3_text'
+    hidden_act:str='silu' # the MLP's gate: 'silu' (or 'swish'), or 'gelu_pytorch_tanh'
+    attention_bias:bool=False # bias on q, k, v and o (Qwen2 has it on q, k and v always)
+    mlp_bias:bool=False # bias on gate, up and down
+    sliding_window:int|None=None # the keys a sliding layer's query sees, itself included
+    layer_types:list|None=None # 'sliding_attention' or 'full_attention' per layer; None: all full
+    attn_logit_softcapping:float|None=None # attention scores become cap * tanh(score / cap)
+    final_logit_softcapping:float|None=None # and so do the output logits
+    query_pre_attn_scalar:float|None=None # scores are scaled by this**-0.5; None: head_dim**-0.5
+    rope_local_base_freq:float|None=None # Gemma 3: the sliding layers' rope_theta
 
     def __post_init__(self):
         self.head_dim = self.head_dim or self.hidden_size // self.num_attention_heads
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError(f"num_attention_heads ({self.num_attention_heads}) must be a multiple "
                              f"of num_key_value_heads ({self.num_key_value_heads})")
+        _check_family(self)
+
+    @property
+    def gemma(self)->bool: return self.model_type in ('gemma2', 'gemma3_text')
+    @property
+    def qk_norm(self)->bool: return self.model_type in ('qwen3', 'gemma3_text')
 
 # %% ../nbs/05_model.ipynb #59bddb48
 _off = lambda v: not v  # false, 0, null, {} or []
 _none = lambda v: v is None
 _one = lambda v: v in (None, 1)
+_ACTS = ('silu', 'swish', 'gelu_pytorch_tanh')
 _SWITCHES = {  # config fields that change what a Llama computes: the values lorakit implements
-    'hidden_act': (lambda v: v in ('silu', 'swish'), "'silu'"),
+    'hidden_act': (lambda v: v in _ACTS, f"one of {_ACTS}"),
+    'hidden_activation': (lambda v: v is None or v in _ACTS, f"one of {_ACTS}"),
     'attention_bias': (_off, 'false'), 'mlp_bias': (_off, 'false'),
     'attention_dropout': (_off, '0.0'),
     'use_sliding_window': (_off, 'false'), 'sliding_window': (_none, 'null'),
@@ -65,94 +85,193 @@ _SWITCHES = {  # config fields that change what a Llama computes: the values lor
     'partial_rotary_factor': (_one, '1.0'), 'query_pre_attn_scalar': (_none, 'null'),
     'attention_multiplier': (_none, 'null'), 'embedding_multiplier': (_one, '1.0'),
     'residual_multiplier': (_one, '1.0'), 'logits_scaling': (_one, '1.0'),
-    'logit_scale': (_one, '1.0'),
+    'logit_scale': (_one, '1.0'), 'use_bidirectional_attention': (_off, 'false'),
     'per_layer_config': (_off, 'null'), 'quantization_config': (_off, 'null'),
+}
+_WINDOWS = {'use_sliding_window', 'sliding_window', 'layer_types'}
+_FAMILIES = {  # model_type: transformers' class, and the switches above it implements (any value)
+    'llama': ('LlamaForCausalLM', {'attention_bias', 'mlp_bias'}),
+    'qwen2': ('Qwen2ForCausalLM', _WINDOWS),
+    'qwen3': ('Qwen3ForCausalLM', _WINDOWS | {'attention_bias'}),
+    'mistral': ('MistralForCausalLM', {'sliding_window'}),
+    # Gemma reads its gate from hidden_activation, and never reads hidden_act
+    'gemma2': ('Gemma2ForCausalLM', {'sliding_window', 'layer_types', 'attention_bias',
+               'hidden_act', 'attn_logit_softcapping', 'final_logit_softcapping',
+               'query_pre_attn_scalar'}),
+    'gemma3_text': ('Gemma3ForCausalLM', {'sliding_window', 'layer_types', 'attention_bias',
+                    'hidden_act', 'final_logit_softcapping', 'query_pre_attn_scalar'}),
 }
 _METADATA = ('architectures', 'model_type', 'transformers_version', 'dtype', 'torch_dtype',
              '_name_or_path', '_model_name_or_path', 'bos_token_id', 'eos_token_id',
              'pad_token_id', 'unk_token_id', 'initializer_range', 'use_cache', 'return_dict',
              'output_hidden_states', 'output_attentions', 'chunk_size_feed_forward',
              'is_encoder_decoder', 'id2label', 'label2id', 'problem_type', 'pretraining_tp',
-             'is_llama_config', 'max_window_layers')
+             'is_llama_config', 'max_window_layers', 'sliding_window_pattern',
+             '_sliding_window_pattern', 'cache_implementation', 'rope_local_base_freq')
 
-def _check_switches(d:dict):
-    "Raise, naming the field, if config dict `d` asks for what lorakit's Llama doesn't compute."
+def _rope_dicts(d:dict)->list[dict]:
+    "The RoPE settings of config dict `d`: one dict, or one per layer type (Gemma 3)."
     rope = d.get('rope_parameters') or d.get('rope_scaling') or {}
-    got = [(k, v) for k, v in d.items() if k in _SWITCHES]
-    got += [('partial_rotary_factor', v) for k, v in rope.items() if k == 'partial_rotary_factor']
+    if 'full_attention' in rope: return [r or {} for r in rope.values()]
+    return [rope]
+
+def _check_switches(d:dict, family:str='llama'):
+    "Raise, naming the field, if config dict `d` asks for what lorakit's `family` doesn't compute."
+    got = [(k, v) for k, v in d.items() if k in _SWITCHES and k not in _FAMILIES[family][1]]
+    got += [('partial_rotary_factor', r['partial_rotary_factor']) for r in _rope_dicts(d)
+            if 'partial_rotary_factor' in r]
     for k, v in got:
         if k == 'sliding_window' and d.get('use_sliding_window') is False: continue  # turned off
         ok, want = _SWITCHES[k]
         if not ok(v):
-            raise ValueError(f"the config sets {k}={v!r}, which lorakit's Llama doesn't compute "
-                             f"(it implements {k}={want}): it would give wrong outputs; run this "
-                             f"model with transformers, or correct config.json if the value is a "
-                             f"mistake")
+            raise ValueError(f"the config sets {k}={v!r}, which lorakit's {family} model doesn't "
+                             f"compute (it implements {k}={want}): it would give wrong outputs; "
+                             f"run this model with transformers, or correct config.json if the "
+                             f"value is a mistake")
+
+def _check_family(c:LlamaConfig):
+    "Raise, naming the field, if the family switches of `c` are not ones the model computes."
+    check_arg('model_type', c.model_type, c.model_type in _FAMILIES, f"one of {list(_FAMILIES)}")
+    check_arg('hidden_act', c.hidden_act, c.hidden_act in _ACTS, f"one of {_ACTS}")
+    kinds = {'sliding_attention', 'full_attention'}
+    check_arg('layer_types', c.layer_types, c.layer_types is None or (
+        len(c.layer_types) == c.num_hidden_layers and set(c.layer_types) <= kinds),
+              f"None or one of {sorted(kinds)} for each of the {c.num_hidden_layers} layers")
+    sliding = c.layer_types is not None and 'sliding_attention' in c.layer_types
+    check_arg('sliding_window', c.sliding_window, not sliding or (
+        isinstance(c.sliding_window, int) and c.sliding_window >= 1),
+              "an int >= 1 when layer_types has sliding layers")
 
 # %% ../nbs/05_model.ipynb #c4a3d95d
-_rope_types = ('default', 'llama3')
+_rope_types = ('default', 'llama3', 'linear')
 _llama3_keys = ('factor', 'low_freq_factor', 'high_freq_factor', 'original_max_position_embeddings')
 
-def _llama3_scaling(rope:dict)->dict:
-    "Llama 3's RoPE scaling, with only the keys it uses, from `rope_parameters` or `rope_scaling`."
-    missing = [k for k in _llama3_keys if k not in rope]
-    if missing:
-        raise ValueError(f"rope_type 'llama3' needs {missing} in rope_parameters (or "
-                         f"rope_scaling): "
-                         f"the config.json is incomplete")
-    return {'rope_type': 'llama3', **{k: rope[k] for k in _llama3_keys}}
-
-# %% ../nbs/05_model.ipynb #603c9057
-@patch(cls_method=True)
-def from_dict(cls:LlamaConfig, d:dict)->LlamaConfig:
-    "A `LlamaConfig` from the contents of a Hugging Face `config.json`."
-    arch = d.get('model_type') or (d.get('architectures') or ['?'])[0]
-    if arch != 'llama' and 'LlamaForCausalLM' not in (d.get('architectures') or []):
-        raise ValueError(f"this checkpoint is a {arch!r} model; lorakit's model reads Llama "
-                         f"checkpoints (model_type 'llama') only")
-    _check_switches(d)
-    rope = dict(d.get('rope_parameters') or d.get('rope_scaling') or {})
-    skip = ('rope_theta', 'rope_scaling', 'dtype')
-    given = [f.name for f in fields(cls) if f.name not in skip and d.get(f.name) is not None]
-    kw = {k: d[k] for k in given}
-    if 'num_attention_heads' in kw:  # no num_key_value_heads: one KV head per query head
-        kw.setdefault('num_key_value_heads', kw['num_attention_heads'])
-    kw['rope_theta'] = d.get('rope_theta') or rope.get('rope_theta') or 10000.0
+def _rope_scaling(rope:dict)->dict|None:
+    "The RoPE scaling of `rope_parameters` (or `rope_scaling`), with only the keys it uses."
     kind = rope.get('rope_type') or rope.get('type') or 'default'
     if kind not in _rope_types:
         raise ValueError(f"rope_type {kind!r} is not supported: lorakit implements {_rope_types}")
-    kw['rope_scaling'] = _llama3_scaling(rope) if kind == 'llama3' else None
+    keys = {'default': (), 'llama3': _llama3_keys, 'linear': ('factor',)}[kind]
+    if missing := [k for k in keys if k not in rope]:
+        raise ValueError(f"rope_type {kind!r} needs {missing} in rope_parameters (or "
+                         f"rope_scaling): the config.json is incomplete")
+    return {'rope_type': kind, **{k: rope[k] for k in keys}} if keys else None
+
+def _rope_fields(d:dict, family:str)->dict:
+    "`rope_theta`, `rope_scaling` and Gemma 3's `rope_local_base_freq`, from either spelling."
+    rope = dict(d.get('rope_parameters') or d.get('rope_scaling') or {})
+    local = d.get('rope_local_base_freq')
+    if 'full_attention' in rope:  # transformers 5's Gemma 3: a RoPE per layer type
+        sliding = rope.get('sliding_attention') or {}
+        if _rope_scaling(sliding):
+            raise ValueError("rope_parameters['sliding_attention'] must have rope_type "
+                             "'default': lorakit scales the global layers' RoPE only")
+        local, rope = sliding.get('rope_theta', local), dict(rope['full_attention'] or {})
+    gemma3 = family == 'gemma3_text'  # transformers' defaults: 1e6 global, 1e4 local
+    theta = d.get('rope_theta') or rope.get('rope_theta') or (1e6 if gemma3 else 10000.0)
+    local = (local or 10000.0) if gemma3 else None
+    return dict(rope_theta=theta, rope_scaling=_rope_scaling(rope), rope_local_base_freq=local)
+
+# %% ../nbs/05_model.ipynb #603c9057
+_DEFAULTS = {  # transformers' defaults of the fields where a family's differ from Llama's
+    'qwen2': dict(sliding_window=4096), 'qwen3': dict(head_dim=128, sliding_window=4096),
+    'mistral': dict(sliding_window=4096),
+    'gemma2': dict(head_dim=256, query_pre_attn_scalar=256, sliding_window=4096,
+                   tie_word_embeddings=True, attn_logit_softcapping=50.0,
+                   final_logit_softcapping=30.0),
+    'gemma3_text': dict(head_dim=256, query_pre_attn_scalar=256, sliding_window=4096,
+                        tie_word_embeddings=True),
+}
+
+def _family(d:dict)->str:
+    "The `model_type` of config dict `d`, if it is a family lorakit's model computes."
+    archs = {a: k for k, (a, _) in _FAMILIES.items()}
+    got = d.get('model_type') or (d.get('architectures') or ['?'])[0]
+    kind = got if got in _FAMILIES else next(
+        (archs[a] for a in d.get('architectures') or [] if a in archs), None)
+    if kind is None:
+        raise ValueError(f"this checkpoint is a {got!r} model; lorakit's model reads model_type "
+                         f"{', '.join(map(repr, _FAMILIES))} only: run it with transformers")
+    return kind
+
+def _attention_kinds(d:dict, family:str, n:int)->dict:
+    "`layer_types` (None: all full) and `sliding_window`, as each family's config spells them."
+    w, sw, full = d.get('sliding_window'), 'sliding_attention', 'full_attention'
+    kinds = d.get('layer_types')
+    if family in ('qwen2', 'qwen3'):  # sliding from layer max_window_layers on, if turned on
+        w = w if d.get('use_sliding_window') else None
+        kinds = kinds or [sw if i >= d.get('max_window_layers', 28) else full for i in range(n)]
+    if family == 'mistral': kinds = [sw] * n  # every layer, unless sliding_window is null
+    if family == 'gemma2': kinds = kinds or [sw if i % 2 == 0 else full for i in range(n)]
+    if family == 'gemma3_text':
+        p = d.get('sliding_window_pattern') or d.get('_sliding_window_pattern') or 6
+        kinds = kinds or [sw if (i + 1) % p else full for i in range(n)]
+    if w is None or not kinds or sw not in kinds: return dict(sliding_window=None, layer_types=None)
+    return dict(sliding_window=w, layer_types=list(kinds))
+
+@patch(cls_method=True)
+def from_dict(cls:LlamaConfig, d:dict)->LlamaConfig:
+    "A `LlamaConfig` from a Hugging Face `config.json`'s contents, of a family lorakit computes."
+    family = _family(d)
+    _check_switches(d, family)
+    d = _DEFAULTS.get(family, {}) | d
+    skip = ('dtype', 'model_type', 'hidden_act', 'rope_theta', 'rope_scaling',
+            'rope_local_base_freq', 'sliding_window', 'layer_types')
+    kw = {f.name: d[f.name] for f in fields(cls)
+          if f.name not in skip and d.get(f.name) is not None}
+    if 'num_attention_heads' in kw:  # no num_key_value_heads: one KV head per query head
+        kw.setdefault('num_key_value_heads', kw['num_attention_heads'])
+    kw |= _rope_fields(d, family) | _attention_kinds(d, family, kw.get('num_hidden_layers', 4))
+    gemma = family.startswith('gemma')  # Gemma's gate is hidden_activation's
+    act = (gemma and d.get('hidden_activation')) or (not gemma and d.get('hidden_act'))
+    act = act or ('gelu_pytorch_tanh' if gemma else 'silu')
+    kw['hidden_act'] = 'silu' if act == 'swish' else act  # two names of one thing
+    if family == 'qwen2': kw.pop('attention_bias', None)  # its q, k, v biases are always there
     kw['dtype'] = d.get('dtype') or d.get('torch_dtype') or 'float32'
-    return cls(**kw)
+    return cls(model_type=family, **kw)
 
 # %% ../nbs/05_model.ipynb #a2e5c80d
 @patch
 def to_dict(self:LlamaConfig)->dict:
-    "The contents of a `config.json` that transformers 4 and 5 both read as this Llama."
+    "The contents of a `config.json` that transformers 4 and 5 both read as this model's family."
     d = asdict(self)  # transformers 4 reads the top-level rope_theta and rope_scaling
     rope = {'rope_type': 'default', **(self.rope_scaling or {}), 'rope_theta': self.rope_theta}
     d['rope_parameters'] = rope  # transformers 5
-    return dict(architectures=['LlamaForCausalLM'], model_type='llama', hidden_act='silu', **d)
+    if self.model_type == 'gemma3_text':  # transformers 5: a RoPE per layer type
+        local = {'rope_type': 'default', 'rope_theta': self.rope_local_base_freq}
+        d['rope_parameters'] = {'full_attention': rope, 'sliding_attention': local}
+    if self.gemma: d['hidden_activation'] = self.hidden_act
+    if self.model_type in ('qwen2', 'qwen3'): d['use_sliding_window'] = bool(self.sliding_window)
+    if self.model_type == 'mistral': d.pop('layer_types')  # MistralConfig has none
+    elif self.model_type != 'llama' and not self.layer_types:
+        d['layer_types'] = ['full_attention'] * self.num_hidden_layers
+    return dict(architectures=[_FAMILIES[self.model_type][0]], **d)
 
 # %% ../nbs/05_model.ipynb #55f7bbc2
 class RMSNorm(nn.Module):
-    "`x / rms(x) * weight`, computed in float32."
-    def __init__(self, dim:int, eps:float=1e-6):
+    "`x / rms(x) * weight`, computed in float32; `plus_one` (Gemma): `* (1 + weight)`."
+    def __init__(self, dim:int, eps:float=1e-6, plus_one:bool=False):
         super().__init__()
-        self.weight, self.eps = nn.Parameter(torch.ones(dim)), eps
+        self.eps, self.plus_one = eps, plus_one
+        self.weight = nn.Parameter(torch.zeros(dim) if plus_one else torch.ones(dim))
     def forward(self, x):
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.plus_one: return (h * (1 + self.weight.float())).to(x.dtype)  # Gemma casts last
         return self.weight * h.to(x.dtype)
 
 # %% ../nbs/05_model.ipynb #d5351a4c
-def rope_frequencies(cfg:LlamaConfig, device=None)->torch.Tensor:
-    "The inverse frequencies θ_i of each feature pair, with Llama 3's scaling if the config asks."
+def rope_frequencies(cfg:LlamaConfig, device=None,
+                     kind:str='full_attention', # the layers' type: Gemma 3's sliding ones differ
+                    )->torch.Tensor:
+    "The inverse frequencies θ_i of each feature pair, scaled if the config asks."
     d = cfg.head_dim
+    local = kind == 'sliding_attention' and cfg.rope_local_base_freq  # Gemma 3: unscaled
     i = torch.arange(0, d, 2, dtype=torch.int64, device=device).float()
-    inv = 1.0 / (cfg.rope_theta ** (i / d))
-    s = cfg.rope_scaling
+    inv = 1.0 / ((local or cfg.rope_theta) ** (i / d))
+    s = None if local else cfg.rope_scaling
     if not s: return inv
+    if s['rope_type'] == 'linear': return inv / s['factor']
     wavelen, old = 2 * math.pi / inv, s['original_max_position_embeddings']
     smooth = (old / wavelen - s['low_freq_factor']) / (s['high_freq_factor'] - s['low_freq_factor'])
     blended = (1 - smooth) * inv / s['factor'] + smooth * inv
@@ -177,51 +296,84 @@ def rope(x:Float[torch.Tensor, "B H T D"], # queries or keys: heads before posit
 _rope_unchecked = inspect.unwrap(rope)
 
 # %% ../nbs/05_model.ipynb #65a7e179
+def softcap(x:torch.Tensor, cap:float|None)->torch.Tensor:
+    "`cap * tanh(x / cap)`: `x` squashed smoothly into (-cap, cap); `x` itself if `cap` is None."
+    return x if cap is None else cap * torch.tanh(x / cap)
+
+def _capped_attention(q, k, v, mask, scale, cap):
+    "Attention with soft-capped scores, written out: `scaled_dot_product_attention` has no cap."
+    g = q.shape[1] // k.shape[1]  # query heads per KV head
+    k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+    s = softcap(q @ k.transpose(-2, -1) * (scale or q.shape[-1] ** -0.5), cap)
+    s = s.masked_fill(~mask, float('-inf'))
+    return s.softmax(-1, dtype=torch.float32).to(q.dtype) @ v
+
 class Attention(nn.Module):
     "Causal grouped-query self-attention with RoPE."
     def __init__(self, cfg:LlamaConfig):
         super().__init__()
         h, kv, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-        dim = cfg.hidden_size
+        dim, b = cfg.hidden_size, cfg.attention_bias or cfg.model_type == 'qwen2'
         self.h, self.kv, self.d = h, kv, d
-        self.q_proj, self.k_proj = nn.Linear(dim, h*d, bias=False), nn.Linear(dim, kv*d, bias=False)
-        self.v_proj, self.o_proj = nn.Linear(dim, kv*d, bias=False), nn.Linear(h*d, dim, bias=False)
+        self.q_proj, self.k_proj = nn.Linear(dim, h*d, bias=b), nn.Linear(dim, kv*d, bias=b)
+        self.v_proj = nn.Linear(dim, kv*d, bias=b)
+        self.o_proj = nn.Linear(h*d, dim, bias=cfg.attention_bias)
+        self.qk_norm, self.cap = cfg.qk_norm, cfg.attn_logit_softcapping
+        if cfg.qk_norm:  # over each head's features, before RoPE
+            self.q_norm = RMSNorm(d, cfg.rms_norm_eps, cfg.gemma)
+            self.k_norm = RMSNorm(d, cfg.rms_norm_eps, cfg.gemma)
+        s = cfg.query_pre_attn_scalar
+        self.scale = s ** -0.5 if s else None  # None: 1/sqrt(head_dim)
 
     def forward(self, x, pos, inv_freq, cache=None, mask=None):
         B, T, _ = x.shape
         heads = ((self.q_proj, self.h), (self.k_proj, self.kv), (self.v_proj, self.kv))
         q, k, v = (p(x).view(B, T, n, self.d).transpose(1, 2) for p, n in heads)
+        if self.qk_norm: q, k = self.q_norm(q), self.k_norm(k)
         rot = _rope_unchecked if torch.compiler.is_compiling() else rope
         q, k = rot(q, pos, inv_freq), rot(k, pos, inv_freq)
         if cache is not None: k, v = cache.update(k, v)
         S = k.shape[2]
-        if mask is None and S != T:  # new queries after cached keys: each sees the whole cache
+        if mask is None and (S != T or self.cap):  # new queries after cached keys see all of them
             mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None and T>1,
-                                           enable_gqa=self.h != self.kv)
+        if self.cap: y = _capped_attention(q, k, v, mask, self.scale, self.cap)
+        else: y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale,
+                                                 is_causal=mask is None and T > 1,
+                                                 enable_gqa=self.h != self.kv)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, self.h * self.d))
 
 # %% ../nbs/05_model.ipynb #d7a9cf07
 class MLP(nn.Module):
-    "SwiGLU: `down(silu(gate(x)) * up(x))`."
+    "A gated MLP, `down(act(gate(x)) * up(x))`: SwiGLU, or with Gemma's GeLU-tanh gate GeGLU."
     def __init__(self, cfg:LlamaConfig):
         super().__init__()
-        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
-        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
-    def forward(self, x): return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        dim, n, b = cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias
+        self.gate_proj, self.up_proj = nn.Linear(dim, n, bias=b), nn.Linear(dim, n, bias=b)
+        self.down_proj = nn.Linear(n, dim, bias=b)
+        self.gelu = cfg.hidden_act == 'gelu_pytorch_tanh'
+    def forward(self, x):
+        g = self.gate_proj(x)
+        g = F.gelu(g, approximate='tanh') if self.gelu else F.silu(g)
+        return self.down_proj(g * self.up_proj(x))
 
 class DecoderLayer(nn.Module):
-    "Pre-norm residual block: attention, then the MLP."
+    "Pre-norm residual block: attention, then the MLP; Gemma norms each block's output too."
     def __init__(self, cfg:LlamaConfig):
         super().__init__()
-        self.input_layernorm, self.self_attn = RMSNorm(cfg.hidden_size,
-                                                       cfg.rms_norm_eps), Attention(cfg)
-        self.post_attention_layernorm, self.mlp = RMSNorm(cfg.hidden_size,
-                                                          cfg.rms_norm_eps), MLP(cfg)
+        norm = lambda: RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, cfg.gemma)
+        self.input_layernorm, self.self_attn = norm(), Attention(cfg)
+        self.post_attention_layernorm, self.mlp = norm(), MLP(cfg)
+        self.sandwich = cfg.gemma
+        if cfg.gemma:
+            self.pre_feedforward_layernorm, self.post_feedforward_layernorm = norm(), norm()
     def forward(self, x, pos, inv_freq, cache=None, mask=None):
-        x = x + self.self_attn(self.input_layernorm(x), pos, inv_freq, cache, mask)
-        return x + self.mlp(self.post_attention_layernorm(x))
+        a = self.self_attn(self.input_layernorm(x), pos, inv_freq, cache, mask)
+        if not self.sandwich:
+            x = x + a
+            return x + self.mlp(self.post_attention_layernorm(x))
+        # Gemma: post_attention_layernorm norms attention's output; pre_feedforward, the MLP's input
+        x = x + self.post_attention_layernorm(a)
+        return x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
 
 # %% ../nbs/05_model.ipynb #102d0314
 class KVCache:
@@ -273,6 +425,17 @@ def pad_mask(attention_mask:torch.Tensor, # (B, S): 1 for a real token, 0 for pa
     itself = torch.arange(S, device=dev) == torch.arange(S - T, S, device=dev)[:, None]
     return ((attention_mask.bool()[:, None, :] & causal) | itself)[:, None]
 
+# %% ../nbs/05_model.ipynb #0fc576d7
+def window_mask(mask:torch.Tensor|None, # the causal mask of `positions`; None: plain causal
+                T:int, S:int, # the new queries are the last T of S positions (S - T are cached)
+                window:int, # how many keys each query sees, itself included
+                device=None)->torch.Tensor:
+    "`mask` with each query limited to the last `window` keys up to itself: a sliding layer's."
+    q = torch.arange(S - T, S, device=device)[:, None]
+    k = torch.arange(S, device=device)
+    near = (k <= q) & (k > q - window)
+    return near if mask is None else mask & near
+
 # %% ../nbs/05_model.ipynb #20138c91
 class Llama(nn.Module):
     "A Llama decoder with Hugging Face parameter names: `forward(ids)` gives next-token logits."
@@ -282,27 +445,31 @@ class Llama(nn.Module):
         self.model = nn.Module()
         self.model.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.model.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
-        self.model.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.model.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, cfg.gemma)
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         if cfg.tie_word_embeddings: self.lm_head.weight = self.model.embed_tokens.weight
-        # N(0, 0.02), as Llama is trained from scratch; a checkpoint overwrites it
+        # N(0, 0.02) and zero biases, as Llama is trained from scratch; a checkpoint overwrites it
         for m in self.modules():
             if isinstance(m, (nn.Linear, nn.Embedding)): nn.init.normal_(m.weight, std=0.02)
+            if isinstance(m, nn.Linear) and m.bias is not None: nn.init.zeros_(m.bias)
 
     def forward(self, ids:torch.Tensor, cache:KVCache|None=None, doc_ids:torch.Tensor|None=None,
                 attention_mask:torch.Tensor|None=None)->torch.Tensor:
-        return self.lm_head(self.hidden(ids, cache, doc_ids, attention_mask))
+        logits = self.lm_head(self.hidden(ids, cache, doc_ids, attention_mask))
+        return softcap(logits, self.config.final_logit_softcapping)
 
     def hidden(self, ids:torch.Tensor, cache:KVCache|None=None, doc_ids:torch.Tensor|None=None,
                attention_mask:torch.Tensor|None=None)->torch.Tensor:
         "The final hidden states, normed: what the head turns into logits (10_memory's loss too)."
         pos, mask = self.positions(ids, cache, doc_ids, attention_mask)
-        inv_freq, x = rope_frequencies(self.config, ids.device), self.model.embed_tokens(ids)
+        x, kinds = self.model.embed_tokens(ids), self.layer_inputs(ids, cache, mask)
+        if self.config.gemma:  # embeddings times √hidden, that number in x's dtype
+            x = x * torch.tensor(self.config.hidden_size ** 0.5).to(x.device, x.dtype)
         if cache is not None: cache.layer = 0
-        for layer in self.model.layers:
+        for layer, (inv_freq, m) in zip(self.model.layers, kinds):
             if self.grad_ckpt and torch.is_grad_enabled():
-                x = checkpoint(layer, x, pos, inv_freq, cache, mask, use_reentrant=False)
-            else: x = layer(x, pos, inv_freq, cache, mask)
+                x = checkpoint(layer, x, pos, inv_freq, cache, m, use_reentrant=False)
+            else: x = layer(x, pos, inv_freq, cache, m)
         if cache is not None: cache.pos += ids.shape[1]
         return self.model.norm(x)
 
@@ -333,6 +500,19 @@ def positions(self:Llama, ids:torch.Tensor, cache:KVCache|None=None, doc_ids:tor
     if not ((attention_mask == 0) | (attention_mask == 1)).all():
         raise ValueError("attention_mask must hold 1 for a real token and 0 for padding")
     return pad_positions(attention_mask, T), pad_mask(attention_mask, T)
+
+
+@patch
+def layer_inputs(self:Llama, ids:torch.Tensor, cache:KVCache|None, mask:torch.Tensor|None)->list:
+    "Each layer's RoPE frequencies and attention mask, by its type: sliding layers see a window."
+    cfg, T = self.config, ids.shape[1]
+    kinds = cfg.layer_types or ['full_attention'] * cfg.num_hidden_layers
+    S = T + (cache.pos if cache is not None else 0)
+    masks = {'full_attention': mask}
+    if 'sliding_attention' in kinds:
+        masks['sliding_attention'] = window_mask(mask, T, S, cfg.sliding_window, ids.device)
+    per = {k: (rope_frequencies(cfg, ids.device, k), masks[k]) for k in masks}
+    return [per[k] for k in kinds]
 
 # %% ../nbs/05_model.ipynb #c2702456
 def weight_files(d:Path)->dict[str, Path]:
@@ -386,8 +566,10 @@ def _fill(model, files, device, dtype, quant:QuantSpec|None):
     for name, m in list(model.named_modules()):
         if name in targets:
             w = read_weight(files, f'{name}.weight', m.weight, device, dtype)
+            b = m.bias if m.bias is None else read_weight(files, f'{name}.bias', m.bias,
+                                                          device, dtype)
             nf4 = quantize_nf4(w, quant.blocksize, quant.double_quant)
-            set_module(model, name, NF4Linear(nf4))
+            set_module(model, name, NF4Linear(nf4, b))
             continue
         for p, t in list(m.named_parameters(recurse=False)):
             if name == 'lm_head' and model.config.tie_word_embeddings: continue
