@@ -16,7 +16,7 @@ from .gguf import GGUFFile, tensor_shapes
 # %% auto #0
 __all__ = ['ByteTokenizer', 'HFTokenizer', 'load_tokenizer', 'read_texts', 'pydoc_docs', 'play_text', 'shakespeare', 'split_docs',
            'pack', 'doc_ids', 'padding_waste', 'PackedLoader', 'LMData', 'lm_data', 'ChatTemplateError',
-           'chat_template', 'render_chat']
+           'chat_template', 'render_chat', 'gguf_metadata']
 
 # %% ../nbs/06_data.ipynb #9c7fe51c
 class ByteTokenizer:
@@ -496,46 +496,121 @@ def apply_chat_template(self:ByteTokenizer, messages:list[dict], add_generation_
     raise ChatTemplateError("the byte tokenizer has no chat template: chat needs a chat model's "
                             "checkpoint, with its tokenizer.json and chat template")
 
+# %% ../nbs/06_data.ipynb #be20d18f
+_GGUF_TYPES = {0: '<u1', 1: '<i1', 2: '<u2', 3: '<i2', 4: '<u4', 5: '<i4', 6: '<f4', 7: '?',
+               10: '<u8', 11: '<i8', 12: '<f8'}  # 8: string, 9: array
+
+def _gguf_value(f, t:int):
+    "One metadata value of GGUF type `t`, read from the open file `f`."
+    if t == 8: return f.read(int.from_bytes(f.read(8), 'little')).decode('utf-8', 'replace')
+    if t == 9:
+        et, n = int.from_bytes(f.read(4), 'little'), int.from_bytes(f.read(8), 'little')
+        if et == 8: return [_gguf_value(f, 8) for _ in range(n)]
+        dt = np.dtype(_GGUF_TYPES[et])
+        return np.frombuffer(f.read(n*dt.itemsize), dt).tolist()
+    dt = np.dtype(_GGUF_TYPES[t])
+    return np.frombuffer(f.read(dt.itemsize), dt)[0].item()
+
+def gguf_metadata(path:str|Path, # a .gguf file
+                 )->dict:
+    "The key-value metadata of a GGUF file, read without its tensor index."
+    path = Path(path)
+    if not path.is_file(): raise FileNotFoundError(f"{path} not found: pass a .gguf file")
+    with open(path, 'rb') as f:
+        if f.read(4) != b'GGUF': raise ValueError(f"{path} is not a GGUF file: pass a .gguf file")
+        _, n_kv = f.read(12), int.from_bytes(f.read(8), 'little')  # version, tensor count
+        return {_gguf_value(f, 8): _gguf_value(f, int.from_bytes(f.read(4), 'little'))
+                for _ in range(n_kv)}
+
 # %% ../nbs/06_data.ipynb #a2dfe4df
 _DIGITS_FIRST = ('smollm', 'starcoder', 'refact', 'command-r', 'codeshell', 'exaone', 'minerva')
+_CONTRACTIONS = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+
+def _words_regex(numbers:str)->str:
+    "llama.cpp's regex for Llama 3 and Qwen2: words, `numbers`, punctuation, newlines, spaces."
+    return (rf"{_CONTRACTIONS}|[^\r\n\p{{L}}\p{{N}}]?\p{{L}}+|{numbers}"
+            r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+_WORDS = {'llama-bpe': _words_regex(r"\p{N}{1,3}"), 'qwen2': _words_regex(r"\p{N}")}
+_GPT2_NAMES = (None, 'default', 'gpt2', 'gpt-2', 'mpt')
 
 def _gguf_pre_tokenizer(pre:str|None, path:Path):
     "The `tokenizers` pre-tokenizer that cuts text as llama.cpp's pre-tokenizer `pre` does."
-    from tokenizers import pre_tokenizers as pt
+    from tokenizers import Regex, pre_tokenizers as pt
     gpt2 = pt.ByteLevel(add_prefix_space=False, use_regex=True)
-    if pre in (None, 'default', 'gpt2', 'gpt-2'): return gpt2
+    if pre in _GPT2_NAMES: return gpt2
     if pre in _DIGITS_FIRST: return pt.Sequence([pt.Digits(individual_digits=True), gpt2])
-    known = ', '.join(map(repr, _DIGITS_FIRST))
+    if pre in _WORDS:
+        split = pt.Split(Regex(_WORDS[pre]), behavior='isolated')
+        return pt.Sequence([split, pt.ByteLevel(add_prefix_space=False, use_regex=False)])
+    known = ', '.join(repr(n) for n in _GPT2_NAMES[1:] + _DIGITS_FIRST + tuple(_WORDS))
     raise ValueError(f"{path} uses llama.cpp's {pre!r} pre-tokenizer, which lorakit doesn't "
-                     f"rebuild (it knows 'default', 'gpt2', {known}): load the tokenizer from the "
-                     f"model's Hugging Face checkpoint (its tokenizer.json) instead")
+                     f"rebuild (it knows {known}): load the tokenizer from the model's Hugging "
+                     f"Face checkpoint (its tokenizer.json) instead")
+
+# %% ../nbs/06_data.ipynb #39023810
+def _bpe_from_merges(m:dict, tokens:list[str]):
+    "Byte-level BPE ('gpt2'): the file's merges and its pre-tokenizer."
+    from tokenizers import decoders, models
+    merges = [tuple(s.split(' ', 1)) for s in m.get('tokenizer.ggml.merges', [])]
+    pre = m.get('tokenizer.ggml.pre')
+    # llama.cpp, as Llama 3's tokenizer.json, takes a word that is a token whole before merging
+    bpe = models.BPE({t: i for i, t in enumerate(tokens)}, merges, ignore_merges=pre == 'llama-bpe')
+    tok = Tokenizer(bpe)
+    tok.pre_tokenizer = _gguf_pre_tokenizer(pre, m['path'])
+    tok.decoder = decoders.ByteLevel()
+    return tok
+
+def _spm_merges(tokens:list[str], scores:list[float], types:list[int])->list[tuple[str, str]]:
+    "Every split of a token into two tokens: user-defined ones first, then best score first."
+    ids = {t: i for i, t in enumerate(tokens)}
+    # SentencePiece matches a user-defined piece (Gemma's runs of spaces) whole, before merging
+    key = lambda i: (types[i] != 4, -scores[i], i)
+    splits = [(key(i), ids[t[:j]], t[:j], t[j:]) for t, i in ids.items()
+              for j in range(1, len(t)) if t[:j] in ids and t[j:] in ids]
+    return [(l, r) for *_, l, r in sorted(splits)]
+
+def _bpe_from_scores(m:dict, tokens:list[str]):
+    "SentencePiece-style BPE ('llama'): merges from the scores, `▁` for spaces, byte fallback."
+    from tokenizers import decoders, models, normalizers as nz
+    unk = m.get('tokenizer.ggml.unknown_token_id')
+    bpe = models.BPE({t: i for i, t in enumerate(tokens)},
+                     _spm_merges(tokens, m['tokenizer.ggml.scores'],
+                                 m['tokenizer.ggml.token_type']), byte_fallback=True,
+                     fuse_unk=True, unk_token=None if unk is None else tokens[unk])
+    tok, prefix = Tokenizer(bpe), m.get('tokenizer.ggml.add_space_prefix', True)
+    tok.normalizer = nz.Sequence([nz.Prepend('▁')]*prefix + [nz.Replace(' ', '▁')])
+    steps = [decoders.Replace('▁', ' '), decoders.ByteFallback(), decoders.Fuse()]
+    tok.decoder = decoders.Sequence(steps + [decoders.Strip(' ', 1, 0)]*prefix)
+    return tok
+
+_GGUF_MODELS = {'gpt2': _bpe_from_merges, 'llama': _bpe_from_scores}
 
 # %% ../nbs/06_data.ipynb #0547b5a6
 @patch(cls_method=True)
 def from_gguf(cls:HFTokenizer, path:str|Path, # a llama.cpp .gguf file
              )->HFTokenizer:
-    "The tokenizer in a GGUF file's metadata, as a `tokenizers` byte-level BPE with its specials."
-    from tokenizers import AddedToken, decoders, models
-    g = GGUFFile(path)
-    if (kind := g.meta('tokenizer.ggml.model')) != 'gpt2':
-        raise ValueError(f"{g.path} holds a {kind!r} tokenizer (tokenizer.ggml.model); lorakit "
-                         f"rebuilds byte-level BPE ('gpt2') only: load the tokenizer from the "
-                         f"model's Hugging Face checkpoint (its tokenizer.json) instead")
-    tokens, types = g.meta('tokenizer.ggml.tokens'), g.meta('tokenizer.ggml.token_type')
-    merges = [tuple(m.split(' ', 1)) for m in g.meta('tokenizer.ggml.merges', [])]
-    tok = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges))
-    tok.pre_tokenizer = _gguf_pre_tokenizer(g.meta('tokenizer.ggml.pre'), g.path)
-    tok.decoder = decoders.ByteLevel()
+    "The tokenizer in a GGUF file's metadata, as a `tokenizers` BPE with its special tokens."
+    from tokenizers import AddedToken
+    m = gguf_metadata(path) | dict(path=Path(path))
+    if (kind := m.get('tokenizer.ggml.model')) not in _GGUF_MODELS:
+        raise ValueError(f"{path} holds a {kind!r} tokenizer (tokenizer.ggml.model); lorakit "
+                         f"rebuilds 'gpt2' (byte-level BPE) and 'llama' (SentencePiece BPE): load "
+                         f"the tokenizer from the model's Hugging Face checkpoint instead")
+    tokens, types = m['tokenizer.ggml.tokens'], m['tokenizer.ggml.token_type']
+    if kind == 'llama':  # Gemma's files spell a token of spaces with spaces, not with `▁`s
+        tokens = ['▁'*len(t) if t and not t.strip(' ') else t for t in tokens]
+    tok = _GGUF_MODELS[kind](m, tokens)
     specials = [i for i in range(len(tokens)) if types[i] in (3, 4)]  # 3: control, 4: user-defined
     tok.add_tokens([AddedToken(tokens[i], special=types[i] == 3, normalized=False)
                     for i in specials])
     self = cls.__new__(cls)
-    self.path, self.tok, self.vocab_size = g.path, tok, tok.get_vocab_size()
-    name = lambda key: tokens[i] if (i := g.meta(key)) is not None and i < len(tokens) else None
+    self.path, self.tok, self.vocab_size = Path(path), tok, tok.get_vocab_size()
+    name = lambda key: tokens[i] if (i := m.get(key)) is not None and i < len(tokens) else None
     bos, eos = name('tokenizer.ggml.bos_token_id'), name('tokenizer.ggml.eos_token_id')
     self.bos_id = self._special_id('bos', bos, _BOS_NAMES, required=False)
     self.eos_id = self._special_id('eos', eos, _EOS_NAMES, required=True)
-    self._template = g.meta('tokenizer.chat_template')
+    self._template = m.get('tokenizer.chat_template')
     return self
 
 # %% ../nbs/06_data.ipynb #650039ce
