@@ -12,26 +12,31 @@ from safetensors import safe_open
 from fastcore.basics import patch
 from .core import *
 from .qlora import QuantSpec, takes_quant
-from .model import Llama, LlamaConfig, cache_dir, hf_config, weight_files
+from .model import Llama, LlamaConfig, cache_dir, hf_config, weight_files, rope_frequencies
 
 # %% auto #0
 __all__ = ['LLAMA_CPP_PYTHON', 'gguf_name', 'dequant_q8_0', 'dequant_q4_0', 'dequant_q4_1', 'dequant_q5_0', 'dequant_q5_1',
-           'dequant_q4_k', 'dequant_q5_k', 'dequant_q6_k', 'GGUFFile', 'gguf_config', 'gguf_checkpoint',
-           'weight_sources', 'load_llama', 'read_model_config', 'tensor_shapes', 'llama_cpp_source', 'gemma3_gguf']
+           'dequant_q4_k', 'dequant_q5_k', 'dequant_q6_k', 'GGUFFile', 'gguf_hf_config', 'gguf_config',
+           'gguf_checkpoint', 'weight_sources', 'load_llama', 'read_model_config', 'tensor_shapes', 'llama_cpp_source',
+           'gemma3_gguf']
 
 # %% ../nbs/05a_gguf.ipynb #eefe7534
 _GGUF_TOP = {'token_embd': 'model.embed_tokens', 'output_norm': 'model.norm', 'output': 'lm_head'}
 _GGUF_LAYER = {'attn_norm': 'input_layernorm', 'ffn_norm': 'post_attention_layernorm',
                'attn_q': 'self_attn.q_proj', 'attn_k': 'self_attn.k_proj',
                'attn_v': 'self_attn.v_proj', 'attn_output': 'self_attn.o_proj',
+               'attn_q_norm': 'self_attn.q_norm', 'attn_k_norm': 'self_attn.k_norm',
                'ffn_gate': 'mlp.gate_proj', 'ffn_up': 'mlp.up_proj', 'ffn_down': 'mlp.down_proj'}
+_GEMMA_LAYER = _GGUF_LAYER | {'ffn_norm': 'pre_feedforward_layernorm',
+                              'post_attention_norm': 'post_attention_layernorm',
+                              'post_ffw_norm': 'post_feedforward_layernorm'}
 
-def gguf_name(name:str)->str:
-    "lorakit's (Hugging Face's) name for GGUF tensor `name`; an unknown name is returned as is."
+def gguf_name(name:str, arch:str='llama')->str:
+    "lorakit's (Hugging Face's) name for GGUF tensor `name` of an `arch` file; else `name`."
     stem, _, kind = name.rpartition('.')
-    parts = stem.split('.', 2)
-    if len(parts) == 3 and parts[0] == 'blk' and parts[2] in _GGUF_LAYER:
-        return f'model.layers.{parts[1]}.{_GGUF_LAYER[parts[2]]}.{kind}'
+    parts, layer = stem.split('.', 2), _GEMMA_LAYER if arch.startswith('gemma') else _GGUF_LAYER
+    if len(parts) == 3 and parts[0] == 'blk' and parts[2] in layer:
+        return f'model.layers.{parts[1]}.{layer[parts[2]]}.{kind}'
     return f'{_GGUF_TOP[stem]}.{kind}' if stem in _GGUF_TOP else name
 
 # %% ../nbs/05a_gguf.ipynb #2dca9937
@@ -64,7 +69,7 @@ def dequant_q5_0(blocks:torch.Tensor)->torch.Tensor: # (n, 22): fp16 d, 4 bytes 
     hi = _bits(blocks[:, 2:6]).reshape(-1, 32).float()  # bit j of the 32-bit word: element j
     return _scale(blocks[:, :2]) * (_nibbles(blocks[:, 6:]) + 16 * hi - 16)
 
-def dequant_q5_1(blocks:torch.Tensor)->torch.Tensor: # (n, 24): fp16 d and m, 4 bytes high bits, 16 q
+def dequant_q5_1(blocks:torch.Tensor)->torch.Tensor: # (n, 24): fp16 d, m, 4 bytes high bits, 16 q
     "llama.cpp's Q5_1 blocks as (n, 32) float32: d·q + m."
     hi = _bits(blocks[:, 4:8]).reshape(-1, 32).float()
     return _scale(blocks[:, :2]) * (_nibbles(blocks[:, 8:]) + 16 * hi) + _scale(blocks[:, 2:4])
@@ -142,7 +147,8 @@ class GGUFFile:
         except Exception as e:
             raise ValueError(f"{self.path} is not a readable GGUF file ({type(e).__name__}: {e}): "
                              f"the file is damaged or not GGUF") from None
-        self.tensors = {gguf_name(t.name): t for t in self.reader.tensors}
+        self.arch = self.meta('general.architecture') or 'llama'
+        self.tensors = {gguf_name(t.name, self.arch): t for t in self.reader.tensors}
 
     def meta(self, key:str, default=None):
         "The metadata value at `key` (e.g. 'llama.block_count'), else `default`."
@@ -152,8 +158,7 @@ class GGUFFile:
     def __getitem__(self, name:str)->torch.Tensor: return _gguf_tensor(self.tensors[name], name)
 
     def __repr__(self):
-        arch = self.meta('general.architecture')
-        return f"GGUFFile({str(self.path)!r}, {arch!r}, {len(self.tensors)} tensors)"
+        return f"GGUFFile({str(self.path)!r}, {self.arch!r}, {len(self.tensors)} tensors)"
 
 # %% ../nbs/05a_gguf.ipynb #48a895d1
 def _unpermute(w:torch.Tensor, n_heads:int)->torch.Tensor:
@@ -162,59 +167,127 @@ def _unpermute(w:torch.Tensor, n_heads:int)->torch.Tensor:
 
 # %% ../nbs/05a_gguf.ipynb #0737f04f
 def _gguf_int(g:GGUFFile, key:str, default=None)->int:
-    "The positive integer at metadata `llama.{key}`; without a default, a missing key is an error."
-    v = g.meta(f'llama.{key}', default)
+    "The positive integer at metadata `{arch}.{key}`; without a default, a missing key is an error."
+    k = f'{g.arch}.{key}'
+    v = g.meta(k, default)
     if v is None:
-        raise ValueError(f"{g.path} has no llama.{key} in its metadata, which a Llama needs: "
+        raise ValueError(f"{g.path} has no {k} in its metadata, which a {g.arch} model needs: "
                          f"the file is incomplete; convert the model again "
                          f"(llama.cpp's convert_hf_to_gguf.py)")
     if isinstance(v, list):
-        raise ValueError(f"{g.path} gives each layer its own llama.{key}; lorakit's Llama has "
+        raise ValueError(f"{g.path} gives each layer its own {k}; lorakit's model has "
                          f"one value for all layers")
     if not (isinstance(v, numbers.Integral) and v > 0):
-        raise ValueError(f"{g.path}: llama.{key} must be a positive integer, got {v!r}: "
+        raise ValueError(f"{g.path}: {k} must be a positive integer, got {v!r}: "
                          f"the file is damaged")
     return int(v)
 
 # %% ../nbs/05a_gguf.ipynb #224467b2
-def gguf_config(g:GGUFFile)->LlamaConfig:
-    "The `LlamaConfig` of a Llama GGUF file, from its metadata."
-    arch = g.meta('general.architecture')
-    if arch != 'llama':
-        raise ValueError(f"{g.path} holds a {arch!r} model (general.architecture); "
-                         f"lorakit reads Llama GGUF files ('llama') only")
-    m = lambda k, d=None: g.meta(f'llama.{k}', d)
+_GGUF_ARCHS = {'llama': 'llama', 'qwen2': 'qwen2', 'qwen3': 'qwen3', 'gemma2': 'gemma2',
+               'gemma3': 'gemma3_text'}
+_HF_CLASS = {'llama': 'LlamaForCausalLM', 'qwen2': 'Qwen2ForCausalLM',
+             'qwen3': 'Qwen3ForCausalLM', 'gemma2': 'Gemma2ForCausalLM',
+             'gemma3_text': 'Gemma3ForCausalLM'}
+
+def _gemma_fields(g:GGUFFile, d:dict)->dict:
+    "The fields llama.cpp fixes for Gemma 2 and 3 but the file doesn't hold, in HF's names."
+    m, n = (lambda k, v=None: g.meta(f'{g.arch}.{k}', v)), d['num_hidden_layers']
+    big = n == {'gemma2': 46, 'gemma3': 62}[g.arch]  # the 27B models: llama.cpp's exception
+    scalar = d['hidden_size'] // d['num_attention_heads'] if big else d['head_dim']
+    pattern = m('attention.sliding_window_pattern', 2 if g.arch == 'gemma2' else 6)
+    if isinstance(pattern, list): local = [bool(v) for v in pattern]
+    else: local = [(i + 1) % pattern != 0 for i in range(n)]
+    f = dict(hidden_activation='gelu_pytorch_tanh', query_pre_attn_scalar=scalar,
+             sliding_window=m('attention.sliding_window'),
+             final_logit_softcapping=m('final_logit_softcapping'),
+             layer_types=['sliding_attention' if s else 'full_attention' for s in local])
+    if g.arch == 'gemma2': f['attn_logit_softcapping'] = m('attn_logit_softcapping')
+    else: f['rope_local_base_freq'] = 10000.0  # llama.cpp's base for Gemma 3's local layers
+    return f
+
+def gguf_hf_config(g:GGUFFile)->dict:
+    "The Hugging Face `config.json` of the model in GGUF file `g`, from its metadata."
+    if g.arch not in _GGUF_ARCHS:
+        raise ValueError(f"{g.path} holds a {g.arch!r} model (general.architecture); lorakit "
+                         f"reads GGUF files of {', '.join(map(repr, _GGUF_ARCHS))}")
+    m = lambda k, v=None: g.meta(f'{g.arch}.{k}', v)
     heads, hidden = _gguf_int(g, 'attention.head_count'), _gguf_int(g, 'embedding_length')
     head_dim = _gguf_int(g, 'attention.key_length', hidden // heads)
     if m('rope.dimension_count', head_dim) != head_dim:
         raise ValueError(f"{g.path} rotates {m('rope.dimension_count')} of {head_dim} "
                          f"dimensions per head; lorakit's RoPE rotates them all")
-    if 'rope_freqs.weight' in g.tensors or m('rope.scaling.type', 'none') != 'none':
-        raise ValueError(f"{g.path} scales RoPE (rope_freqs or llama.rope.scaling, as Llama 3.1+ "
-                         f"does), which lorakit reads from a Hugging Face config.json only: "
-                         f"load the Hugging Face checkpoint")
+    if m('rope.scaling.type', 'none') != 'none':
+        raise ValueError(f"{g.path} scales RoPE ({g.arch}.rope.scaling.type "
+                         f"{m('rope.scaling.type')!r}), which lorakit doesn't implement")
     if 'model.embed_tokens.weight' not in g.tensors:
         raise ValueError(f"{g.path} has no token_embd.weight tensor: the file is incomplete")
-    emb = g.tensors['model.embed_tokens.weight'].shape  # GGUF order: (hidden, vocab)
-    return LlamaConfig(vocab_size=int(emb[1]), hidden_size=hidden, head_dim=head_dim,
-                       intermediate_size=_gguf_int(g, 'feed_forward_length'),
-                       num_hidden_layers=_gguf_int(g, 'block_count'), num_attention_heads=heads,
-                       num_key_value_heads=_gguf_int(g, 'attention.head_count_kv', heads),
-                       max_position_embeddings=_gguf_int(g, 'context_length', 2048),
-                       rms_norm_eps=m('attention.layer_norm_rms_epsilon', 1e-5),
-                       rope_theta=m('rope.freq_base', 10000.),
-                       tie_word_embeddings='lm_head.weight' not in g.tensors)
+    model_type = _GGUF_ARCHS[g.arch]
+    d = dict(model_type=model_type, architectures=[_HF_CLASS[model_type]],
+             vocab_size=int(g.tensors['model.embed_tokens.weight'].shape[1]),  # GGUF: (hid, vocab)
+             hidden_size=hidden, intermediate_size=_gguf_int(g, 'feed_forward_length'),
+             num_hidden_layers=_gguf_int(g, 'block_count'), num_attention_heads=heads,
+             num_key_value_heads=_gguf_int(g, 'attention.head_count_kv', heads), head_dim=head_dim,
+             max_position_embeddings=_gguf_int(g, 'context_length', 2048),
+             rms_norm_eps=m('attention.layer_norm_rms_epsilon', 1e-5),
+             rope_theta=m('rope.freq_base', 10000.),
+             tie_word_embeddings='lm_head.weight' not in g.tensors)
+    if g.arch.startswith('gemma'): d |= _gemma_fields(g, d)
+    if 'rope_freqs.weight' in g.tensors: d['rope_scaling'] = _llama3_rope(g, d)
+    return d
+
+# %% ../nbs/05a_gguf.ipynb #2f641968
+def gguf_config(g:GGUFFile)->LlamaConfig:
+    "The `LlamaConfig` of the model in GGUF file `g`, from its metadata."
+    return LlamaConfig.from_dict(gguf_hf_config(g))
+
+# %% ../nbs/05a_gguf.ipynb #0ac71e58
+def _llama3_rope(g:GGUFFile, d:dict)->dict:
+    "HF's llama3 `rope_scaling` that gives GGUF file `g`'s `rope_freqs` factors, checked."
+    f = g['rope_freqs.weight'].double()
+    if f.shape != (d['head_dim'] // 2,):
+        raise ValueError(f"{g.path}: rope_freqs.weight has shape {tuple(f.shape)}, not one "
+                         f"factor per rotary pair ({d['head_dim'] // 2}): the file is damaged")
+    L = g.meta(f'{g.arch}.rope.scaling.original_context_length', 8192)
+    base = rope_frequencies(LlamaConfig.from_dict({**d, 'model_type': 'llama'}))
+    x = L * base.double() / (2 * math.pi)  # L/λ_i
+    factor, low, high = f.max().item(), 1.0, 4.0
+    mid = (f > 1) & (f < factor)
+    s = (1 / f[mid] - 1 / factor) / (1 - 1 / factor)
+    if mid.sum() >= 2:  # s = (x - low)/(high - low): a line through the middle pairs
+        A = torch.stack([x[mid], torch.ones_like(s)], 1)
+        slope, icpt = torch.linalg.lstsq(A, s[:, None]).solution.flatten().tolist()
+        low, high = -icpt / slope, (1 - icpt) / slope
+    elif mid.sum() == 1:  # Llama 3's high = 4·low: s = (x − low)/(3·low)
+        low = x[mid].item() / (1 + 3 * s.item())
+        high = 4 * low
+    snap = lambda v: float(round(v)) if abs(v - round(v)) < 1e-4 else v  # Llama 3.1's 1 and 4
+    r = {'rope_type': 'llama3', 'factor': factor, 'low_freq_factor': snap(low),
+         'high_freq_factor': snap(high), 'original_max_position_embeddings': L}
+    ours = rope_frequencies(LlamaConfig.from_dict({**d, 'model_type': 'llama', 'rope_scaling': r}))
+    want = (base.double() / f).float()
+    if not torch.allclose(ours, want, rtol=2e-6, atol=0):
+        raise ValueError(f"{g.path}: its rope_freqs.weight is not Llama 3's RoPE scaling "
+                         f"(no factor, low/high_freq_factor give its {len(f)} factors), "
+                         f"which lorakit doesn't implement")
+    return r
 
 # %% ../nbs/05a_gguf.ipynb #1b17de75
+def _gguf_sources(g:GGUFFile, d:dict)->dict:
+    "For each tensor of `g` (lorakit's name), a function reading it HF's way; `d`: its config."
+    heads = {'q_proj': d['num_attention_heads'], 'k_proj': d['num_key_value_heads']}
+    def load(name):
+        w, proj = g[name], name.split('.')[-2]
+        if g.arch == 'llama' and proj in heads and name.endswith('.weight'):
+            return _unpermute(w, heads[proj])
+        # llama.cpp's converter adds 1 to Gemma's norms: its RMSNorm multiplies by w, not 1 + w
+        return w - 1 if g.arch.startswith('gemma') and name.endswith('norm.weight') else w
+    return {n: functools.partial(load, n) for n in g.tensors if n != 'rope_freqs.weight'}
+
 def gguf_checkpoint(path:str|Path)->tuple[LlamaConfig, dict]:
     "A GGUF file's config, and for each tensor (lorakit's name) a function reading it HF's way."
     g = GGUFFile(path)
-    cfg = gguf_config(g)
-    heads = {'q_proj': cfg.num_attention_heads, 'k_proj': cfg.num_key_value_heads}
-    def load(name):
-        w, proj = g[name], name.split('.')[-2]
-        return _unpermute(w, heads[proj]) if proj in heads else w
-    return cfg, {n: functools.partial(load, n) for n in g.tensors}
+    d = gguf_hf_config(g)
+    return LlamaConfig.from_dict(d), _gguf_sources(g, d)
 
 # %% ../nbs/05a_gguf.ipynb #73d2635d
 @patch(cls_method=True)
@@ -267,7 +340,8 @@ def tensor_shapes(path:str|Path, # a checkpoint directory or a .gguf file
 
 # %% ../nbs/05a_gguf.ipynb #6d88b9a3
 LLAMA_CPP_PYTHON = '0.3.36'  # the llama-cpp-python release whose llama.cpp source lorakit reads
-_LLAMA_CPP_KEEP = ('models/', 'convert_hf_to_gguf.py', 'gguf-py/')
+_LLAMA_CPP_KEEP = ('models/', 'convert_hf_to_gguf.py', 'conversion/', 'gguf-py/')
+_LLAMA_CPP_MARK = 'conversion/__init__.py'  # a cached copy without it is fetched again
 
 def _extract_llama_cpp(sdist:Path, out:Path):
     "Unpack the parts of the sdist's vendor/llama.cpp that lorakit reads into `out`."
@@ -284,11 +358,11 @@ def llama_cpp_source(version:str=LLAMA_CPP_PYTHON, # a llama-cpp-python release 
     "llama.cpp's converter, tokenizer fixtures and templates, from PyPI once, then from the cache."
     import fcntl, subprocess, sys, tempfile, os
     d = cache_dir(f'llama.cpp-{version}')
-    if (d/'convert_hf_to_gguf.py').is_file(): return d
+    if (d/_LLAMA_CPP_MARK).is_file(): return d
     d.parent.mkdir(parents=True, exist_ok=True)
     with open(d.parent/f'.{d.name}.lock', 'w') as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one process fetches; the others wait, then find it
-        if (d/'convert_hf_to_gguf.py').is_file(): return d
+        if (d/_LLAMA_CPP_MARK).is_file(): return d
         with tempfile.TemporaryDirectory(dir=d.parent, prefix=f'.{d.name}.') as tmp:
             cmd = [sys.executable, '-m', 'pip', 'download', '-q', '--no-deps', '--no-binary',
                    ':all:', f'llama-cpp-python=={version}', '-d', tmp]
