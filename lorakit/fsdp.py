@@ -225,7 +225,7 @@ def _skeleton(cfg:LlamaConfig, files:dict, dtype:torch.dtype, quant:QuantSpec|No
         for n in find_targets(model, quant.targets):
             shape = model.get_submodule(n).weight.shape
             q = nf4_meta(shape, dtype, quant.blocksize, quant.double_quant)
-            set_module(model, n, NF4Linear(q))
+            set_module(model, n, NF4Linear(q, model.get_submodule(n).bias))  # Qwen2's q, k, v
     add_lora(model, **lora)
     model.grad_ckpt = grad_ckpt
     return model
@@ -243,6 +243,8 @@ def _rank0_values(model:nn.Module, # the sharded skeleton, its memory allocated
         if isinstance(m, LoRALinear):
             if key == 'A': cache[mname] = _lora_init(m, init, dev)
             yield getattr(cache[mname] if key == 'A' else cache.pop(mname), key)
+        elif isinstance(m, NF4Linear) and key == 'bias':  # kept in 16 bits, as `quant` keeps it
+            yield read_weight(files, mname.removesuffix('.base') + '.bias', p, dev, dtype)
         elif isinstance(m, NF4Linear):
             if mname not in cache:
                 w = read_weight(files, mname.removesuffix('.base') + '.weight',

@@ -287,6 +287,7 @@ def layer_activations(cfg:LlamaConfig, # the model
                       la:int=4, # bytes per LoRA weight
                       dropout:float=0.05, # LoRA dropout
                       bs:int=1, # rows of the batch (the RoPE tables are per position)
+                      T:int=1, # tokens a row (masks and soft-capped scores are per pair of them)
                      )->dict:
     "Bytes a decoder layer saves for backward, a token, by what saves them: LoRA on a frozen base."
     h, q, i = cfg.hidden_size, cfg.num_attention_heads*cfg.head_dim, cfg.intermediate_size
@@ -296,8 +297,19 @@ def layer_activations(cfg:LlamaConfig, # the model
     ins, out = _IN(cfg), dict(residual=2*h*4 + 2*4)
     # SDPA keeps q, k and v (at the KV heads), its output, and a log-sum-exp per head
     out['attention'] = (2*q + 2*kv)*a + H*4
+    if cfg.attn_logit_softcapping:  # Gemma 2: written out, with k and v repeated to the heads
+        # q, k, v, the output; capped scores, their float32 softmax (and its cast); a bool mask
+        out['attention'] = 4*q*a + H*T*(a + 4 + (a if a != 4 else 0)) + T / bs
+    elif sliding := sum(t == 'sliding_attention' for t in cfg.layer_types or []):
+        # a sliding layer's (T, T) mask, which SDPA keeps as float32: its share of the layers
+        out['attention'] += T*4 / bs * sliding / cfg.num_hidden_layers
+    if cfg.qk_norm:  # Qwen3, Gemma 3: each head's q and k normed, in float32, and 1/rms
+        out['qk norm'] = (q + kv)*4 + (H + cfg.num_key_value_heads)*4
+    if cfg.gemma:  # two more norms; and each of its norms makes its (1 + w) anew, once a layer
+        out['residual'] += 2*h*4 + 2*4
+        out['norm scales'] = (4*h + (2*D if cfg.qk_norm else 0)) * 4 / (bs*T)
     out['rope'] = 4*D*a / bs  # the cos and sin tables of q and k, per position
-    out['swiglu'] = 3*i*a  # gate, silu(gate) and up, for the product's backward
+    out['swiglu'] = 3*i*a  # gate, act(gate) and up, for the product's backward (GeLU's too)
     kept = 0
     for g in _GROUPS:  # the frozen base needs no inputs; LoRA's A does
         hit = [t for t in g if t in lora]
@@ -354,8 +366,8 @@ def _step_settings(cfg:TrainConfig, mc:LlamaConfig, world_size:int, lora_dtype:s
 def _nbytes(dtype:str)->int: return get_dtype(dtype).itemsize
 
 # %% ../nbs/10_memory.ipynb #7973c9cd
-def _lora_layout(cfg:LlamaConfig, targets)->tuple[list, set, dict]:
-    "LoRA'd linears' names, their short names in a layer, and every linear's shape (on meta)."
+def _lora_layout(cfg:LlamaConfig, targets)->tuple[list, set, dict, int]:
+    "LoRA'd linears, their short names in a layer, every linear's shape, the other params (meta)."
     with torch.device('meta'): m = Llama(cfg)
     names = find_targets(m, targets)
     short = {n.rsplit('.', 1)[-1] for n in names if '.layers.' in n}
@@ -366,17 +378,19 @@ def _lora_layout(cfg:LlamaConfig, targets)->tuple[list, set, dict]:
                          "the same LoRA'd linears")
     shapes = {n: tuple(mod.weight.shape) for n, mod in m.named_modules()
               if isinstance(mod, nn.Linear)}
-    return names, short, shapes
+    # what stays 16-bit beside the decoder's linear weights: embeddings, norms, biases, the head
+    # (a tied head is the embedding: `parameters()` gives a shared tensor once)
+    n_lin = sum(shapes[n][0] * shapes[n][1] for n in shapes if '.layers.' in n)
+    return names, short, shapes, sum(p.numel() for p in m.parameters()) - n_lin
 
 # %% ../nbs/10_memory.ipynb #c40bdc8c
-def _kept_rows(mc:LlamaConfig, s, names:list, shapes:dict)->list:
+def _kept_rows(mc:LlamaConfig, s, names:list, shapes:dict, n_other:int)->list:
     "What a step keeps throughout: the weights, LoRA's weights and grads, the optimizer's state."
-    a, la, ws, L, h, V = (_nbytes(s.dtype), _nbytes(s.lora_dtype), s.world_size,
-                          mc.num_hidden_layers, mc.hidden_size, mc.vocab_size)
+    a, la, ws = _nbytes(s.dtype), _nbytes(s.lora_dtype), s.world_size
     head = [] if mc.tie_word_embeddings else ['lm_head']
     n_lin = sum(shapes[n][0] * shapes[n][1] for n in shapes if '.layers.' in n)
     n_lora = sum(s.r * (shapes[n][0] + shapes[n][1]) for n in names)
-    n_16 = V*h * (1 + len(head)) + h * (2*L + 1) + (0 if s.quant == 'nf4' else n_lin)
+    n_16 = n_other + (0 if s.quant == 'nf4' else n_lin)
     host, on_dev = (' (in host memory)', 0) if s.cpu_offload else ('', 1)
     rows, bits = [], 8 * _QUANT_BYTES[s.double_quant]
     if s.quant == 'nf4':
@@ -384,8 +398,8 @@ def _kept_rows(mc:LlamaConfig, s, names:list, shapes:dict)->list:
                      f"{n_lin/1e6:,.1f}M weights x {bits:.3f} bits{host}"
                      + (f", / {ws} ranks" if ws > 1 else '')))
     rows.append((f'{s.dtype} weights', on_dev * n_16 * a / ws,
-                 ("embeddings, norms" + (", head" if head else '')
-                  + ('' if s.quant == 'nf4' else ', linears')) + host))
+                 f"{n_16/1e6:,.1f}M: embeddings, norms, biases" + (", head" if head else '')
+                 + ('' if s.quant == 'nf4' else ', linears') + host))
     rows.append(('LoRA weights', on_dev * n_lora * la / ws,
                  f"{n_lora/1e6:,.2f}M in {len(names)} linears, {s.lora_dtype}{host}"))
     rows.append(('LoRA gradients', on_dev * n_lora * la / ws, 'one per LoRA weight' + host))
@@ -400,7 +414,7 @@ def _activation_rows(mc:LlamaConfig, s, short:set)->tuple[list, float]:
     a, la, L, h, V = (_nbytes(s.dtype), _nbytes(s.lora_dtype), mc.num_hidden_layers,
                       mc.hidden_size, mc.vocab_size)
     T = s.bs * s.seq_len
-    per_tok = sum(layer_activations(mc, short, s.r, a, la, s.dropout, s.bs).values())
+    per_tok = sum(layer_activations(mc, short, s.r, a, la, s.dropout, s.bs, s.seq_len).values())
     # layer 0's input needs no gradient: its norm and dropout masks keep nothing
     first = h*4 + 4 + (sum(_IN(mc)[t] for t in short & set(_GROUPS[0])) * a if s.dropout else 0)
     # the chunked loss keeps d(loss)/d(hidden); the plain one, float32 log-probabilities
@@ -423,7 +437,7 @@ def _transient_rows(mc:LlamaConfig, s, names:list, short:set, shapes:dict)->list
     "The other transients: one layer's backward, a dequantized weight, FSDP's all-gathers."
     a, la, ws, h = _nbytes(s.dtype), _nbytes(s.lora_dtype), s.world_size, mc.hidden_size
     T, dec = s.bs * s.seq_len, [n for n in shapes if '.layers.' in n]
-    per_tok = sum(layer_activations(mc, short, s.r, a, la, s.dropout, s.bs).values())
+    per_tok = sum(layer_activations(mc, short, s.r, a, la, s.dropout, s.bs, s.seq_len).values())
     rows = [('one layer in backward (transient)',
              T * ((per_tok if s.grad_ckpt else 0) + (mc.intermediate_size + 2 * h) * a),
              ('its recomputed activations and ' if s.grad_ckpt else '') + 'its gradients')]
@@ -456,9 +470,9 @@ def estimate_memory(job, # a `TrainConfig`, or a job holding one in `.cfg`
     dq = bool(quant and quant.double_quant)
     settings = _step_settings(cfg, mc, world_size, lora_dtype, chunk, dq)
     s = SimpleNamespace(**settings)
-    names, short, shapes = _lora_layout(mc, cfg.targets)
+    names, short, shapes, n_other = _lora_layout(mc, cfg.targets)
     acts, layers = _activation_rows(mc, s, short)
-    rows = [(c, int(b), why) for c, b, why in (_kept_rows(mc, s, names, shapes) + acts
+    rows = [(c, int(b), why) for c, b, why in (_kept_rows(mc, s, names, shapes, n_other) + acts
                                                + _transient_rows(mc, s, names, short, shapes))]
     get = dict((c, b) for c, b, _ in rows).get
     always = sum(b for c, b, _ in rows
@@ -476,7 +490,8 @@ def estimate_memory(job, # a `TrainConfig`, or a job holding one in `.cfg`
 class LinearCrossEntropy(torch.autograd.Function):
     "Summed cross-entropy of `h @ weight.T` and `y` by chunks of rows; the grads made in forward."
     @staticmethod
-    def forward(ctx, h, weight, y, chunk:int, ignore_index:int, grad_h:bool, grad_w:bool):
+    def forward(ctx, h, weight, y, chunk:int, ignore_index:int, grad_h:bool, grad_w:bool,
+                softcap:float|None=None):
         acc = torch.promote_types(h.dtype, torch.float32)  # float32, or float64 for a float64 check
         total = torch.zeros((), dtype=acc, device=h.device)
         gh = torch.empty_like(h) if grad_h else None
@@ -484,14 +499,18 @@ class LinearCrossEntropy(torch.autograd.Function):
         for s in range(0, len(h), chunk):
             hc, yc = h[s:s+chunk], y[s:s+chunk]
             z = (hc @ weight.T).to(acc)  # this chunk's logits: the only place they exist
+            if softcap:  # Gemma 2's cap * tanh(z / cap); t is kept for its derivative
+                t = z.div_(softcap).tanh_()
+                z = t * softcap
             keep = yc != ignore_index
-            t = yc.masked_fill(~keep, 0)[:, None]
+            t_y = yc.masked_fill(~keep, 0)[:, None]
             lse = z.logsumexp(-1)
-            total += ((lse - z.gather(1, t)[:, 0]) * keep).sum()
+            total += ((lse - z.gather(1, t_y)[:, 0]) * keep).sum()
             if not (grad_h or grad_w): continue
             g = z.sub_(lse[:, None]).exp_()  # softmax, in place of the logits
             # minus the one-hot of the label; ignored rows get 0
-            g.scatter_add_(1, t, -keep[:, None].to(acc)).mul_(keep[:, None])
+            g.scatter_add_(1, t_y, -keep[:, None].to(acc)).mul_(keep[:, None])
+            if softcap: g.mul_(t.mul_(t).neg_().add_(1))  # d(cap tanh(z/cap))/dz = 1 - tanh²
             g = g.to(h.dtype)
             if grad_h: gh[s:s+chunk] = g @ weight
             if grad_w: gw += g.T.to(acc) @ hc.to(acc)
@@ -503,7 +522,7 @@ class LinearCrossEntropy(torch.autograd.Function):
     def backward(ctx, go):
         gh, gw = ctx.saved_tensors
         return (gh * go.to(gh.dtype) if gh is not None else None,
-                (gw * go).to(ctx.w_dtype) if gw is not None else None) + (None,)*5
+                (gw * go).to(ctx.w_dtype) if gw is not None else None) + (None,)*6
 
 # %% ../nbs/10_memory.ipynb #1100a7ef
 def linear_cross_entropy(h:torch.Tensor, # (tokens, hidden) hidden states
@@ -512,16 +531,20 @@ def linear_cross_entropy(h:torch.Tensor, # (tokens, hidden) hidden states
                          reduction:str='mean', # 'mean' over the labelled tokens, or 'sum'
                          chunk:int|None=None, # rows per chunk; default: `auto_chunk`
                          ignore_index:int=-100,
+                         softcap:float|None=None, # logits cap * tanh(logits / cap) (Gemma 2)
                         )->torch.Tensor:
     "`F.cross_entropy(h @ weight.T, y)` by chunks of rows, in float32: never all the logits."
     check_arg('reduction', reduction, reduction in ('mean', 'sum'), "'mean' or 'sum'")
+    check_arg('softcap', softcap,
+              softcap is None or isinstance(softcap, (int, float)) and softcap > 0,
+              'None or a number > 0')
     if h.ndim != 2 or weight.ndim != 2 or y.shape != h.shape[:1] or weight.shape[1] != h.shape[1]:
         raise ValueError(f"want h (tokens, hidden), weight (vocab, hidden) and y (tokens,); got "
                          f"{tuple(h.shape)}, {tuple(weight.shape)}, {tuple(y.shape)}")
     chunk = chunk or auto_chunk(len(h), *weight.shape)
     g = torch.is_grad_enabled()
     loss = LinearCrossEntropy.apply(h, weight, y, chunk, ignore_index, g and h.requires_grad,
-                                    g and weight.requires_grad)
+                                    g and weight.requires_grad, softcap)
     return loss / (y != ignore_index).sum() if reduction == 'mean' else loss
 
 # %% ../nbs/10_memory.ipynb #58d462c0
@@ -532,7 +555,9 @@ class ChunkedLMLoss(LMLoss):
         if not hasattr(model, 'hidden') or type(head) is not nn.Linear or head.bias is not None:
             return super().sum(model, b)  # the logits are needed: the plain loss
         h = model.hidden(b.x, doc_ids=b.doc_ids).flatten(0, 1)
-        return linear_cross_entropy(h, head.weight, b.y.flatten(), 'sum')
+        # the model's own soft-capping of its logits (Gemma 2), applied to each chunk
+        cap = getattr(getattr(model, 'config', None), 'final_logit_softcapping', None)
+        return linear_cross_entropy(h, head.weight, b.y.flatten(), 'sum', softcap=cap)
 
 # %% ../nbs/10_memory.ipynb #a39a334a
 def pick_loss(model:nn.Module, loss:str='auto')->LMLoss:
