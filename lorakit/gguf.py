@@ -133,6 +133,12 @@ def _gguf_tensor(t, name:str)->torch.Tensor:
                          f"--allow-requantize in.gguf out.gguf Q8_0") from None
 
 # %% ../nbs/05a_gguf.ipynb #59fcdd19
+@functools.lru_cache(maxsize=2)
+def _reader(path:Path, stamp:tuple):
+    "The `gguf` package's parse of the file at `path`, kept while its (size, mtime) `stamp` holds."
+    import gguf
+    return gguf.GGUFReader(path)
+
 class GGUFFile:
     "A GGUF file, read with the `gguf` package: metadata by key, tensors by lorakit's names."
     def __init__(self, path:str|Path):
@@ -143,7 +149,8 @@ class GGUFFile:
         except ModuleNotFoundError:
             raise ModuleNotFoundError("reading GGUF files needs the gguf package: "
                                       "pip install gguf") from None
-        try: self.reader = gguf.GGUFReader(self.path)
+        st = self.path.stat()  # one parse per file a process: a job opens it several times
+        try: self.reader = _reader(self.path.resolve(), (st.st_size, st.st_mtime_ns))
         except Exception as e:
             raise ValueError(f"{self.path} is not a readable GGUF file ({type(e).__name__}: {e}): "
                              f"the file is damaged or not GGUF") from None
