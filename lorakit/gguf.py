@@ -134,10 +134,18 @@ def _gguf_tensor(t, name:str)->torch.Tensor:
 
 # %% ../nbs/05a_gguf.ipynb #59fcdd19
 @functools.lru_cache(maxsize=2)
-def _reader(path:Path, stamp:tuple):
-    "The `gguf` package's parse of the file at `path`, kept while its (size, mtime) `stamp` holds."
+def _kept_reader(path:Path, stamp:tuple):
+    "The `gguf` package's parse of the file at `path`, kept while its `stamp` holds."
     import gguf
     return gguf.GGUFReader(path)
+
+def _reader(path:Path):
+    "The parse of a file is kept while its size, inode and mtime stay, unless it is just written."
+    import gguf, time
+    st = path.stat()
+    # the clock that stamps mtime ticks in milliseconds: a rewrite within a tick keeps the stamp
+    if time.time() - st.st_mtime < 2: return gguf.GGUFReader(path)
+    return _kept_reader(path.resolve(), (st.st_size, st.st_ino, st.st_mtime_ns))
 
 class GGUFFile:
     "A GGUF file, read with the `gguf` package: metadata by key, tensors by lorakit's names."
@@ -149,8 +157,7 @@ class GGUFFile:
         except ModuleNotFoundError:
             raise ModuleNotFoundError("reading GGUF files needs the gguf package: "
                                       "pip install gguf") from None
-        st = self.path.stat()  # one parse per file a process: a job opens it several times
-        try: self.reader = _reader(self.path.resolve(), (st.st_size, st.st_mtime_ns))
+        try: self.reader = _reader(self.path)  # a job opens its file several times
         except Exception as e:
             raise ValueError(f"{self.path} is not a readable GGUF file ({type(e).__name__}: {e}): "
                              f"the file is damaged or not GGUF") from None
