@@ -102,9 +102,9 @@ def train_parser()->argparse.ArgumentParser:
     from lorakit.train import SETTINGS, settings_docs
     from lorakit.instrument import Instruments
     p = argparse.ArgumentParser(prog='lorakit-train', epilog=_DOCS_HELP,
-                                description="Fine-tune a Llama with QLoRA (or LoRA). With no "
-                                "arguments: the Shakespeare base that ships with lorakit, on "
-                                "Python's reference docs.")
+                                description="Fine-tune a Llama, Qwen, Mistral or Gemma with "
+                                "QLoRA (or LoRA). With no arguments: the Shakespeare base that "
+                                "ships with lorakit, on Python's reference docs.")
     docs = settings_docs() | dict(out='the run directory') | _TRAIN_DOCS
     for g in SETTINGS:  # one heading a group of `TrainConfig`'s fields
         _add_fields(p.add_argument_group(_heading(g), g.__doc__), g, docs)

@@ -258,7 +258,7 @@ def _rank0_values(model:nn.Module, # the sharded skeleton, its memory allocated
 
 # %% ../nbs/11_fsdp.ipynb #c7815e6c
 @takes_quant
-def load_sharded(path:str|Path, # a Hugging Face Llama checkpoint directory, or a .gguf file
+def load_sharded(path:str|Path, # a Hugging Face checkpoint directory, or a .gguf file
                  mesh:DeviceMesh, # the ranks, from `init_distributed`
                  dtype:str|torch.dtype|None=None, # the base's dtype; default: the checkpoint's
                  quant:QuantSpec|None=None, # quantize while loading; None: full precision

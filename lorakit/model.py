@@ -613,7 +613,7 @@ def from_pretrained(cls:Llama, path:str|Path, # a directory with config.json and
                     device:str|None=None, # default: the GPU if there is one
                     quant:QuantSpec|None=None, # quantize while loading; None: full precision
                    )->Llama:
-    "Load a local Hugging Face Llama checkpoint without transformers."
+    "Load a local Hugging Face checkpoint of a Llama (or a family of 05c) without transformers."
     d = Path(path)
     if d.suffix == '.gguf':
         raise ValueError(f"{d} is a GGUF file, which from_pretrained doesn't read: load it with "

@@ -176,7 +176,8 @@ def _check_config(c:TrainConfig):
     if c.dtype != 'auto': get_dtype(c.dtype)  # raises, naming the dtypes it knows
 
 # %% ../nbs/07_train.ipynb #415aeada
-_TAKES = "--model takes a Hugging Face Llama checkpoint directory or a .gguf file"
+_TAKES = ("--model takes a Hugging Face checkpoint directory (Llama, Qwen2/3, Mistral, Gemma 2/3) "
+          "or a .gguf file")
 
 def job_model_path(cfg:TrainConfig)->Path:
     "The checkpoint `cfg` names (a directory, or a .gguf file): `cfg.model`, or the shipped base."
