@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from .core import *
 from .data import ChatTemplateError, LMData, split_docs
-from .instruct import ROLES, ChatError, _bad, pydoc_chats
+from .instruct import ROLES, ChatError, pydoc_chats
 
 # %% auto #0
 __all__ = ['Pair', 'is_pref_row', 'read_prefs', 'encode_pair', 'pref_data', 'pydoc_prefs', 'write_prefs']
@@ -95,31 +95,48 @@ def _json_line(raw:bytes, path:Path, n:int):
     try: return json.loads(line)
     except json.JSONDecodeError as e: raise ChatError(f"{path}:{n}: not JSON ({e.msg})") from None
 
+def _stop_or_skip(e:ChatError, on_bad:str, skipped:list):
+    "Raise `e`, saying how to go on past it, or list it as skipped."
+    if on_bad == 'stop':
+        raise ChatError(f"{e} (pass on_bad='skip' to leave such lines out)") from None
+    skipped.append(str(e))
+
+def _read_jsonl(path:str|Path, # a .jsonl file
+                parse, # `parse(d, where)`: the item of a parsed line, or a `ChatError`
+                on_bad:str, # 'stop' at the first bad line, or 'skip' it
+                what:str, # what a line holds, for messages: 'preference pair'
+               )->tuple[list, list[str]]:
+    "The items of a JSONL file, and the problems of the lines skipped."
+    check_arg('on_bad', on_bad, on_bad in ('stop', 'skip'), "'stop' or 'skip'")
+    path, items, skipped = Path(path), [], []
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: pass a .jsonl file with one {what} per line")
+    data = path.read_bytes().removeprefix(codecs.BOM_UTF8)  # as some editors start the file
+    for n, raw in enumerate(data.split(b'\n'), 1):  # not splitlines: JSON strings may hold U+2028
+        try:
+            if (d := _json_line(raw, path, n)) is not None: items.append(parse(d, f"{path}:{n}"))
+        except ChatError as e: _stop_or_skip(e, on_bad, skipped)
+    if not items:
+        why = f" ({len(skipped)} lines skipped)" if skipped else ''
+        raise ChatError(f"{path} has no {what} to train on{why}")
+    return items, skipped
+
+# %% ../nbs/06c_prefs.ipynb #ef2d8058
 def _format(p:Pair)->str: return 'plain' if isinstance(p.chosen, str) else 'conversational'
 
 def read_prefs(path:str|Path, # a .jsonl file of preference pairs
                on_bad:str='stop', # 'stop' at the first bad line, or 'skip' it
               )->tuple[list[Pair], list[str]]:
     "The pairs of a JSONL file, and the problems of the lines skipped."
-    check_arg('on_bad', on_bad, on_bad in ('stop', 'skip'), "'stop' or 'skip'")
-    path, pairs, skipped = Path(path), [], []
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: pass a .jsonl file with one preference pair "
-                                f"per line")
-    data = path.read_bytes().removeprefix(codecs.BOM_UTF8)
-    for n, raw in enumerate(data.split(b'\n'), 1):  # not splitlines: JSON strings may hold U+2028
-        try:
-            if (d := _json_line(raw, path, n)) is None: continue
-            p = _pair(d, f"{path}:{n}")
-            if pairs and _format(p) != _format(pairs[0]):
-                raise ChatError(f"{p.where}: a {_format(p)} pair, but the first pair "
-                                f"({pairs[0].where}) is {_format(pairs[0])}: one format a file")
-            pairs.append(p)
-        except ChatError as e: _bad(e, on_bad, skipped)
-    if not pairs:
-        why = f" ({len(skipped)} lines skipped)" if skipped else ''
-        raise ChatError(f"{path} has no preference pair to train on{why}")
-    return pairs, skipped
+    first = []
+    def parse(d, where):
+        p = _pair(d, where)
+        if first and _format(p) != _format(first[0]):
+            raise ChatError(f"{where}: a {_format(p)} pair, but the first pair "
+                            f"({first[0].where}) is {_format(first[0])}: one format a file")
+        first[:] = first or [p]
+        return p
+    return _read_jsonl(path, parse, on_bad, 'preference pair')
 
 # %% ../nbs/06c_prefs.ipynb #db7ac1d3
 def _shared(a:list, b:list)->int:
@@ -207,7 +224,7 @@ def pref_data(pairs:list[Pair], # from `read_prefs` or `pydoc_prefs`
     rows, skipped = [], []
     for i, p in enumerate(pairs):
         try: rows.append((p, *_fit(encode_pair(p, tok), seq_len, p.where or f"pair {i}")))
-        except ChatError as e: _bad(e, on_bad, skipped)
+        except ChatError as e: _stop_or_skip(e, on_bad, skipped)
     if len(rows) < 2:
         raise ChatError(f"{len(rows)} pair(s) to use, but holding pairs out needs at least 2: "
                         f"give more pairs" + (" (see the ones skipped)" if skipped else ''))
