@@ -4,13 +4,13 @@
 
 # %% ../nbs/06c_prefs.ipynb #4636876f
 from __future__ import annotations
-import codecs, json, random
+import json, random
 from dataclasses import dataclass, field
 from pathlib import Path
 import torch
 from .core import *
 from .data import ChatTemplateError, LMData, split_docs
-from .instruct import ROLES, ChatError, pydoc_chats
+from .instruct import ROLES, ChatError, pydoc_chats, read_jsonl, stop_or_skip
 
 # %% auto #0
 __all__ = ['Pair', 'is_pref_row', 'read_prefs', 'encode_pair', 'pref_data', 'pydoc_prefs', 'write_prefs']
@@ -83,44 +83,6 @@ def _pair(d, where:str)->Pair:
                         f"prefer: drop the line or fix one of them")
     return p
 
-# %% ../nbs/06c_prefs.ipynb #0a39a4b2
-def _json_line(raw:bytes, path:Path, n:int):
-    "The parsed JSON of line `n` of `path`, from its bytes; None for a blank line."
-    try: line = raw.decode('utf-8')
-    except UnicodeDecodeError as e:
-        raise ChatError(f"{path}:{n}: not UTF-8 (byte {e.start} of the line is "
-                        f"{raw[e.start]:#04x}): convert the file, e.g. "
-                        f"iconv -f latin1 -t utf-8") from None
-    if not line.strip(): return None
-    try: return json.loads(line)
-    except json.JSONDecodeError as e: raise ChatError(f"{path}:{n}: not JSON ({e.msg})") from None
-
-def _stop_or_skip(e:ChatError, on_bad:str, skipped:list):
-    "Raise `e`, saying how to go on past it, or list it as skipped."
-    if on_bad == 'stop':
-        raise ChatError(f"{e} (pass on_bad='skip' to leave such lines out)") from None
-    skipped.append(str(e))
-
-def _read_jsonl(path:str|Path, # a .jsonl file
-                parse, # `parse(d, where)`: the item of a parsed line, or a `ChatError`
-                on_bad:str, # 'stop' at the first bad line, or 'skip' it
-                what:str, # what a line holds, for messages: 'preference pair'
-               )->tuple[list, list[str]]:
-    "The items of a JSONL file, and the problems of the lines skipped."
-    check_arg('on_bad', on_bad, on_bad in ('stop', 'skip'), "'stop' or 'skip'")
-    path, items, skipped = Path(path), [], []
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: pass a .jsonl file with one {what} per line")
-    data = path.read_bytes().removeprefix(codecs.BOM_UTF8)  # as some editors start the file
-    for n, raw in enumerate(data.split(b'\n'), 1):  # not splitlines: JSON strings may hold U+2028
-        try:
-            if (d := _json_line(raw, path, n)) is not None: items.append(parse(d, f"{path}:{n}"))
-        except ChatError as e: _stop_or_skip(e, on_bad, skipped)
-    if not items:
-        why = f" ({len(skipped)} lines skipped)" if skipped else ''
-        raise ChatError(f"{path} has no {what} to train on{why}")
-    return items, skipped
-
 # %% ../nbs/06c_prefs.ipynb #ef2d8058
 def _format(p:Pair)->str: return 'plain' if isinstance(p.chosen, str) else 'conversational'
 
@@ -136,7 +98,7 @@ def read_prefs(path:str|Path, # a .jsonl file of preference pairs
                             f"({first[0].where}) is {_format(first[0])}: one format a file")
         first[:] = first or [p]
         return p
-    return _read_jsonl(path, parse, on_bad, 'preference pair')
+    return read_jsonl(path, parse, on_bad, 'preference pair')
 
 # %% ../nbs/06c_prefs.ipynb #db7ac1d3
 def _shared(a:list, b:list)->int:
@@ -224,7 +186,7 @@ def pref_data(pairs:list[Pair], # from `read_prefs` or `pydoc_prefs`
     rows, skipped = [], []
     for i, p in enumerate(pairs):
         try: rows.append((p, *_fit(encode_pair(p, tok), seq_len, p.where or f"pair {i}")))
-        except ChatError as e: _stop_or_skip(e, on_bad, skipped)
+        except ChatError as e: stop_or_skip(e, on_bad, skipped)
     if len(rows) < 2:
         raise ChatError(f"{len(rows)} pair(s) to use, but holding pairs out needs at least 2: "
                         f"give more pairs" + (" (see the ones skipped)" if skipped else ''))
