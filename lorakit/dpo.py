@@ -149,7 +149,7 @@ def metrics(self:DPOLoss, reduce=None)->dict:
     if t[-1] == 0: return {}
     return {k: (v / t[-1]).item() for k, v in zip(_METRICS, t[:-1])}
 
-# %% ../nbs/14_dpo.ipynb #44c077d6
+# %% ../nbs/14_dpo.ipynb #91ef94db
 def _row_keys(x:torch.Tensor, y:torch.Tensor)->list[str]:
     "A hash of each pair row's tokens and labels: the same pair gives the same key wherever it is."
     x, y = x.detach().cpu().long(), y.detach().cpu().long()
@@ -169,7 +169,7 @@ class RefLogps:
         self.index = {k: i for i, k in enumerate(self.keys)}
     def __len__(self)->int: return len(self.keys)
 
-# %% ../nbs/14_dpo.ipynb #d6b408cf
+# %% ../nbs/14_dpo.ipynb #4f25528c
 @patch
 def lookup(self:RefLogps, b:PairBatch)->torch.Tensor:
     "The (2n,) reference log-probs of `b`'s pairs, chosen then rejected, on `b`'s device."
@@ -182,7 +182,7 @@ def lookup(self:RefLogps, b:PairBatch)->torch.Tensor:
     lp = self.logps[[self.index[k] for k in ks]]
     return lp.T.reshape(-1).to(b.x.device)
 
-# %% ../nbs/14_dpo.ipynb #b86fd171
+# %% ../nbs/14_dpo.ipynb #69a42e1c
 @torch.no_grad()
 def precompute_ref(model:nn.Module, # the model with LoRA; it is run with the adapters off
                    data, # `LMData` of pair rows: the train (`xt`, `yt`) and valid rows are done
@@ -206,7 +206,7 @@ def precompute_ref(model:nn.Module, # the model with LoRA; it is run with the ad
     lp = torch.cat(lps) if lps else torch.zeros(0, 2, dtype=torch.float64)
     return RefLogps(keys, lp, ref_key(model, data) if key is None else key)
 
-# %% ../nbs/14_dpo.ipynb #ab5e06fc
+# %% ../nbs/14_dpo.ipynb #f285c06d
 def _hash_tensor(h, t:torch.Tensor):
     t = t.detach().cpu().contiguous()
     h.update(f"{t.dtype}{tuple(t.shape)}".encode())
@@ -227,7 +227,7 @@ def ref_key(model:nn.Module, # the model with LoRA whose base gives the referenc
     for t in (data.xt, data.yt, data.xv, data.yv): _hash_tensor(h, t)
     return h.hexdigest()
 
-# %% ../nbs/14_dpo.ipynb #78c2e2bc
+# %% ../nbs/14_dpo.ipynb #becd97d9
 @patch
 def save(self:RefLogps, path:str|Path)->Path:
     "Write the table to `path` (safetensors, through a temporary file); return `path`."
