@@ -215,7 +215,7 @@ def _hash_tensor(h, t:torch.Tensor):
 def ref_key(model:nn.Module, # the model with LoRA whose base gives the reference
             data, # `LMData` of pair rows
            )->str:
-    "A hash of what the reference log-probs depend on: the base's tensors, the LoRA layout, the rows."
+    "A hash of what reference log-probs depend on: the base's tensors, the LoRA layout, the rows."
     h = hashlib.blake2b(digest_size=16)
     lora = {n for n, m in model.named_modules() if isinstance(m, LoRALinear)}
     for n, t in [*model.named_parameters(), *model.named_buffers()]:
