@@ -97,7 +97,7 @@ class DPOLoss:
         self.beta, self.kind, self.lm, self.ref, self.gamma = beta, kind, lm or LMLoss(), ref, gamma
         self._sums = torch.zeros(len(_METRICS) + 1, dtype=torch.float64)
     def batch(self, t:tuple)->PairBatch: return self.Batch(*t)  # from a loader's tuple
-    def count(self, b:PairBatch)->int: return b.count  # what `b` weighs: its pairs
+    def count(self, b:PairBatch)->int: return len(b.x)  # what `b` weighs: its pairs
 
     def __call__(self, model:nn.Module, b:PairBatch, reduction:str='mean')->torch.Tensor:
         "The loss on `b`: the 'mean' over its pairs, the 'sum', or each pair's ('none')."
@@ -121,6 +121,7 @@ def ref_logps(self:DPOLoss, model:nn.Module, b:PairBatch, s:LMBatch)->torch.Tens
 @patch
 def losses(self:DPOLoss, model:nn.Module, b:PairBatch)->torch.Tensor:
     "Each pair's loss, one forward for chosen and rejected; the metrics are added up on the way."
+    if not isinstance(b, PairBatch): b = PairBatch(b.x, b.y, b.doc_ids)  # pair rows in an LMBatch
     s, n = b.seqs(), len(b)
     lp = seq_logps(self.lm, model, s)
     if self.kind == 'dpo':
@@ -149,7 +150,7 @@ def metrics(self:DPOLoss, reduce=None)->dict:
     if t[-1] == 0: return {}
     return {k: (v / t[-1]).item() for k, v in zip(_METRICS, t[:-1])}
 
-# %% ../nbs/14_dpo.ipynb #91ef94db
+# %% ../nbs/14_dpo.ipynb #69a42e1c
 def _row_keys(x:torch.Tensor, y:torch.Tensor)->list[str]:
     "A hash of each pair row's tokens and labels: the same pair gives the same key wherever it is."
     x, y = x.detach().cpu().long(), y.detach().cpu().long()
@@ -169,7 +170,7 @@ class RefLogps:
         self.index = {k: i for i, k in enumerate(self.keys)}
     def __len__(self)->int: return len(self.keys)
 
-# %% ../nbs/14_dpo.ipynb #4f25528c
+# %% ../nbs/14_dpo.ipynb #f285c06d
 @patch
 def lookup(self:RefLogps, b:PairBatch)->torch.Tensor:
     "The (2n,) reference log-probs of `b`'s pairs, chosen then rejected, on `b`'s device."
@@ -182,7 +183,7 @@ def lookup(self:RefLogps, b:PairBatch)->torch.Tensor:
     lp = self.logps[[self.index[k] for k in ks]]
     return lp.T.reshape(-1).to(b.x.device)
 
-# %% ../nbs/14_dpo.ipynb #69a42e1c
+# %% ../nbs/14_dpo.ipynb #becd97d9
 @torch.no_grad()
 def precompute_ref(model:nn.Module, # the model with LoRA; it is run with the adapters off
                    data, # `LMData` of pair rows: the train (`xt`, `yt`) and valid rows are done
@@ -206,11 +207,11 @@ def precompute_ref(model:nn.Module, # the model with LoRA; it is run with the ad
     lp = torch.cat(lps) if lps else torch.zeros(0, 2, dtype=torch.float64)
     return RefLogps(keys, lp, ref_key(model, data) if key is None else key)
 
-# %% ../nbs/14_dpo.ipynb #f285c06d
+# %% ../nbs/14_dpo.ipynb #6e025ce4
 def _hash_tensor(h, t:torch.Tensor):
     t = t.detach().cpu().contiguous()
     h.update(f"{t.dtype}{tuple(t.shape)}".encode())
-    h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b'')
+    if t.numel(): h.update(t.view(torch.uint8).numpy())  # its bytes, not copied
 
 def ref_key(model:nn.Module, # the model with LoRA whose base gives the reference
             data, # `LMData` of pair rows
@@ -227,7 +228,7 @@ def ref_key(model:nn.Module, # the model with LoRA whose base gives the referenc
     for t in (data.xt, data.yt, data.xv, data.yv): _hash_tensor(h, t)
     return h.hexdigest()
 
-# %% ../nbs/14_dpo.ipynb #becd97d9
+# %% ../nbs/14_dpo.ipynb #f9fb32e2
 @patch
 def save(self:RefLogps, path:str|Path)->Path:
     "Write the table to `path` (safetensors, through a temporary file); return `path`."
