@@ -94,6 +94,7 @@ class DPOLoss:
                 ):
         check_arg('kind', kind, kind in KINDS, f'one of {KINDS}')
         check_arg('beta', beta, isinstance(beta, (int, float)) and beta > 0, 'a number > 0')
+        check_arg('gamma', gamma, isinstance(gamma, (int, float)) and gamma >= 0, 'a number >= 0')
         self.beta, self.kind, self.lm, self.ref, self.gamma = beta, kind, lm or LMLoss(), ref, gamma
         self._sums = torch.zeros(len(_METRICS) + 1, dtype=torch.float64)
     def batch(self, t:tuple)->PairBatch: return self.Batch(*t)  # from a loader's tuple
@@ -177,7 +178,7 @@ def lookup(self:RefLogps, b:PairBatch)->torch.Tensor:
     ks = _row_keys(b.x, b.y)
     missing = [i for i, k in enumerate(ks) if k not in self.index]
     if missing:
-        raise KeyError(f"{len(missing)} of the batch's {len(ks)} pairs have no precomputed "
+        raise ValueError(f"{len(missing)} of the batch's {len(ks)} pairs have no precomputed "
                        f"reference log-probs (the table has {len(self)} pairs from other data): "
                        f"run precompute_ref on this data, or train with ref=None")
     lp = self.logps[[self.index[k] for k in ks]]
