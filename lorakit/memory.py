@@ -24,7 +24,7 @@ from .train import Callback, LoopState, OPTIMIZERS, TrainConfig, job_model_path
 # %% auto #0
 __all__ = ['CATEGORIES', 'MEMORY_FIELDS', 'MemoryTimeline', 'measure_steps', 'cuda_memory_history', 'auto_chunk',
            'MemoryEstimate', 'read_llama_config', 'layer_activations', 'estimate_memory', 'LinearCrossEntropy',
-           'linear_cross_entropy', 'ChunkedLMLoss', 'pick_loss', 'usable', 'plan_fit']
+           'linear_cross_entropy', 'TokenCrossEntropy', 'ChunkedLMLoss', 'pick_loss', 'usable', 'plan_fit']
 
 # %% ../nbs/10_memory.ipynb #a24f22b3
 CATEGORIES = ('weights', 'lora', 'grads', 'optimizer', 'activations', 'temporaries')
@@ -489,6 +489,20 @@ def estimate_memory(job, # a `TrainConfig`, or a job holding one in `.cfg`
     return MemoryEstimate(rows, int(peak), settings)
 
 # %% ../nbs/10_memory.ipynb #5b06785c
+def _chunk_logits(hc, weight, acc, softcap):
+    "A chunk's logits in `acc`, capped (Gemma 2), and the tanh kept for the cap's derivative."
+    z = (hc @ weight.T).to(acc)  # this chunk's logits: the only place they exist
+    if not softcap: return z, None
+    t = z.div_(softcap).tanh_()  # cap * tanh(z / cap)
+    return t * softcap, t
+
+def _dlogits_(z, lse, t_y, keep, t, scale):
+    "In place of the logits `z`: `scale * (softmax - onehot(y))`, 0 where ignored, through the cap."
+    g = z.sub_(lse[:, None]).exp_()  # softmax
+    g.scatter_add_(1, t_y, -keep[:, None].to(g.dtype)).mul_(keep[:, None] * scale)
+    if t is not None: g.mul_(t.mul_(t).neg_().add_(1))  # d(cap tanh(z/cap))/dz = 1 - tanh²
+    return g
+
 class LinearCrossEntropy(torch.autograd.Function):
     "Summed cross-entropy of `h @ weight.T` and `y` by chunks of rows; the grads made in forward."
     @staticmethod
@@ -500,20 +514,13 @@ class LinearCrossEntropy(torch.autograd.Function):
         gw = torch.zeros(weight.shape, dtype=acc, device=weight.device) if grad_w else None
         for s in range(0, len(h), chunk):
             hc, yc = h[s:s+chunk], y[s:s+chunk]
-            z = (hc @ weight.T).to(acc)  # this chunk's logits: the only place they exist
-            if softcap:  # Gemma 2's cap * tanh(z / cap); t is kept for its derivative
-                t = z.div_(softcap).tanh_()
-                z = t * softcap
+            z, t = _chunk_logits(hc, weight, acc, softcap)
             keep = yc != ignore_index
             t_y = yc.masked_fill(~keep, 0)[:, None]
             lse = z.logsumexp(-1)
             total += ((lse - z.gather(1, t_y)[:, 0]) * keep).sum()
             if not (grad_h or grad_w): continue
-            g = z.sub_(lse[:, None]).exp_()  # softmax, in place of the logits
-            # minus the one-hot of the label; ignored rows get 0
-            g.scatter_add_(1, t_y, -keep[:, None].to(acc)).mul_(keep[:, None])
-            if softcap: g.mul_(t.mul_(t).neg_().add_(1))  # d(cap tanh(z/cap))/dz = 1 - tanh²
-            g = g.to(h.dtype)
+            g = _dlogits_(z, lse, t_y, keep, t, 1).to(h.dtype)
             if grad_h: gh[s:s+chunk] = g @ weight
             if grad_w: gw += g.T.to(acc) @ hc.to(acc)
         ctx.save_for_backward(gh, gw)
@@ -530,13 +537,14 @@ class LinearCrossEntropy(torch.autograd.Function):
 def linear_cross_entropy(h:torch.Tensor, # (tokens, hidden) hidden states
                          weight:torch.Tensor, # (vocab, hidden) the output head's weight
                          y:torch.Tensor, # (tokens,) labels; `ignore_index` marks those not scored
-                         reduction:str='mean', # 'mean' over the labelled tokens, or 'sum'
+                         reduction:str='mean', # 'mean' over the labelled tokens, 'sum', or 'none'
                          chunk:int|None=None, # rows per chunk; default: `auto_chunk`
                          ignore_index:int=-100,
                          softcap:float|None=None, # logits cap * tanh(logits / cap) (Gemma 2)
                         )->torch.Tensor:
     "`F.cross_entropy(h @ weight.T, y)` by chunks of rows, in float32: never all the logits."
-    check_arg('reduction', reduction, reduction in ('mean', 'sum'), "'mean' or 'sum'")
+    check_arg('reduction', reduction, reduction in ('mean', 'sum', 'none'),
+              "'mean', 'sum' or 'none'")
     check_arg('softcap', softcap,
               softcap is None or isinstance(softcap, (int, float)) and softcap > 0,
               'None or a number > 0')
@@ -544,22 +552,68 @@ def linear_cross_entropy(h:torch.Tensor, # (tokens, hidden) hidden states
         raise ValueError(f"want h (tokens, hidden), weight (vocab, hidden) and y (tokens,); got "
                          f"{tuple(h.shape)}, {tuple(weight.shape)}, {tuple(y.shape)}")
     chunk = chunk or auto_chunk(len(h), *weight.shape)
+    if reduction == 'none':  # each token's loss: its backward recomputes each chunk's logits
+        return TokenCrossEntropy.apply(h, weight, y, chunk, ignore_index, softcap)
     g = torch.is_grad_enabled()
     loss = LinearCrossEntropy.apply(h, weight, y, chunk, ignore_index, g and h.requires_grad,
                                     g and weight.requires_grad, softcap)
     return loss / (y != ignore_index).sum() if reduction == 'mean' else loss
 
+# %% ../nbs/10_memory.ipynb #fce0fd4f
+class TokenCrossEntropy(torch.autograd.Function):
+    "Each row's cross-entropy of `h @ weight.T` and `y` by chunks; backward recomputes the chunk."
+    @staticmethod
+    def forward(ctx, h, weight, y, chunk:int, ignore_index:int, softcap:float|None=None):
+        acc = torch.promote_types(h.dtype, torch.float32)
+        loss, lse = (torch.zeros(len(h), dtype=acc, device=h.device) for _ in range(2))
+        for s in range(0, len(h), chunk):
+            yc = y[s:s+chunk]
+            z, _ = _chunk_logits(h[s:s+chunk], weight, acc, softcap)
+            keep = yc != ignore_index
+            lse[s:s+chunk] = z.logsumexp(-1)
+            z_y = z.gather(1, yc.masked_fill(~keep, 0)[:, None])[:, 0]
+            loss[s:s+chunk] = (lse[s:s+chunk] - z_y) * keep
+        ctx.save_for_backward(h, weight, y, lse)  # h and weight exist anyway; lse is one a row
+        ctx.chunk, ctx.ignore_index, ctx.softcap = chunk, ignore_index, softcap
+        return loss
+
+    @staticmethod
+    def backward(ctx, go):
+        h, weight, y, lse = ctx.saved_tensors
+        acc, (need_h, need_w) = lse.dtype, ctx.needs_input_grad[:2]
+        gh = torch.empty_like(h) if need_h else None
+        gw = torch.zeros(weight.shape, dtype=acc, device=weight.device) if need_w else None
+        for s in range(0, len(h), ctx.chunk):
+            hc, yc = h[s:s+ctx.chunk], y[s:s+ctx.chunk]
+            z, t = _chunk_logits(hc, weight, acc, ctx.softcap)  # recomputed: one chunk at a time
+            keep = yc != ctx.ignore_index
+            t_y = yc.masked_fill(~keep, 0)[:, None]
+            scale = go[s:s+ctx.chunk, None].to(acc)  # each row's upstream gradient
+            g = _dlogits_(z, lse[s:s+ctx.chunk], t_y, keep, t, scale).to(h.dtype)
+            if need_h: gh[s:s+ctx.chunk] = g @ weight
+            if need_w: gw += g.T.to(acc) @ hc.to(acc)
+        return gh, (gw.to(weight.dtype) if need_w else None), None, None, None, None
+
 # %% ../nbs/10_memory.ipynb #58d462c0
 class ChunkedLMLoss(LMLoss):
-    "`LMLoss` whose sum is `linear_cross_entropy`'s, for a model with `hidden()` and a plain head."
-    def sum(self, model:nn.Module, b:LMBatch)->torch.Tensor:
+    "`LMLoss` whose sum and per-token losses are `linear_cross_entropy`'s, for a plain head."
+    def __call__(self, model:nn.Module, b:LMBatch, reduction:str='mean')->torch.Tensor:
+        "As `LMLoss`'s; 'none' gives each token's loss (flat, 0 where ignored) chunk by chunk."
+        if reduction != 'none': return super().__call__(model, b, reduction)
+        return self._chunked(model, b, 'none')
+
+    def sum(self, model:nn.Module, b:LMBatch)->torch.Tensor: return self._chunked(model, b, 'sum')
+
+    def _chunked(self, model, b:LMBatch, reduction:str)->torch.Tensor:
         head = getattr(model, 'lm_head', None)
         if not hasattr(model, 'hidden') or type(head) is not nn.Linear or head.bias is not None:
-            return super().sum(model, b)  # the logits are needed: the plain loss
+            # the logits are needed: the plain loss
+            if reduction == 'sum': return super().sum(model, b)
+            return super().__call__(model, b, 'none')
         h = model.hidden(b.x, doc_ids=b.doc_ids).flatten(0, 1)
         # the model's own soft-capping of its logits (Gemma 2), applied to each chunk
         cap = getattr(getattr(model, 'config', None), 'final_logit_softcapping', None)
-        return linear_cross_entropy(h, head.weight, b.y.flatten(), 'sum', softcap=cap)
+        return linear_cross_entropy(h, head.weight, b.y.flatten(), reduction, softcap=cap)
 
 # %% ../nbs/10_memory.ipynb #a39a334a
 def pick_loss(model:nn.Module, loss:str='auto')->LMLoss:
