@@ -19,12 +19,14 @@ from .qlora import QuantSpec
 from .gguf import GGUFFile, gguf_config
 from .inject import find_targets
 from .objective import LMLoss, LMBatch
+import lorakit.train as _train
 from .train import Callback, LoopState, OPTIMIZERS, TrainConfig, job_model_path
 
 # %% auto #0
 __all__ = ['CATEGORIES', 'MEMORY_FIELDS', 'MemoryTimeline', 'measure_steps', 'cuda_memory_history', 'auto_chunk',
-           'MemoryEstimate', 'read_llama_config', 'layer_activations', 'estimate_memory', 'LinearCrossEntropy',
-           'linear_cross_entropy', 'TokenCrossEntropy', 'ChunkedLMLoss', 'pick_loss', 'usable', 'plan_fit']
+           'MemoryEstimate', 'read_llama_config', 'layer_activations', 'first_jsonl_row', 'estimate_memory',
+           'LinearCrossEntropy', 'linear_cross_entropy', 'TokenCrossEntropy', 'ChunkedLMLoss', 'pick_loss', 'usable',
+           'plan_fit']
 
 # %% ../nbs/10_memory.ipynb #a24f22b3
 CATEGORIES = ('weights', 'lora', 'grads', 'optimizer', 'activations', 'temporaries')
@@ -342,6 +344,29 @@ def _model_config(cfg:TrainConfig, model_config=None)->LlamaConfig:
     if model_config is not None: return read_llama_config(model_config)
     return read_llama_config(cfg.model or job_model_path(cfg))
 
+# %% ../nbs/10_memory.ipynb #992d4919
+def first_jsonl_row(paths:list|None)->dict|None:
+    "The first line of the first .jsonl file of `paths` (files or directories), parsed; or None."
+    fs = [f for p in map(Path, paths or [])
+          for f in (sorted(p.rglob('*.jsonl')) if p.is_dir() else [p])]
+    if not fs or fs[0].suffix != '.jsonl' or not fs[0].is_file(): return None
+    with open(fs[0], encoding='utf-8-sig', errors='replace') as f:  # a BOM is not a key
+        first = next((l for l in f if l.strip()), '')
+    try: d = json.loads(first)
+    except json.JSONDecodeError: return None
+    return d if isinstance(d, dict) else None
+
+# the preference losses of 14_dpo (07's `PREF_LOSSES`), and those that need the reference
+_PREF_LOSSES = tuple(getattr(_train, 'PREF_LOSSES', ('dpo', 'simpo')))
+_WITH_REF = ('dpo',)
+
+def _pref_loss(cfg:TrainConfig)->str|None:
+    "The preference loss of a job on pairs: `cfg.loss`, or 'dpo' if 'auto' on a file of pairs."
+    if cfg.loss in _PREF_LOSSES: return cfg.loss
+    if cfg.loss != 'auto' or cfg.chat: return None
+    d = first_jsonl_row(cfg.data)
+    return 'dpo' if d and {'prompt', 'chosen', 'rejected'} <= d.keys() else None
+
 # %% ../nbs/10_memory.ipynb #ef99d414
 def _step_settings(cfg:TrainConfig, mc:LlamaConfig, world_size:int, lora_dtype:str|None,
                    chunk:int|None, double_quant:bool)->dict:
@@ -354,14 +379,20 @@ def _step_settings(cfg:TrainConfig, mc:LlamaConfig, world_size:int, lora_dtype:s
                          "FSDP: add --fsdp (fsdp=True)")
     # 'auto' is bf16 on a GPU (one that supports it is assumed), float32 on a CPU
     dtype = cfg.dtype if cfg.dtype != 'auto' else 'float32' if cfg.device == 'cpu' else 'bf16'
-    loss = cfg.loss if cfg.loss != 'auto' else (
+    pref = _pref_loss(cfg)
+    # a preference loss takes its token losses from the loss 'auto' picks
+    loss = cfg.loss if cfg.loss in ('chunked', 'plain') else (
         'chunked' if _chunks_pay(mc.vocab_size, mc.hidden_size) else 'plain')
+    # 'auto' may precompute or not, as the data turns out: counted as not, the larger
+    ref = (None if pref not in _WITH_REF else 'precomputed'
+           if getattr(cfg, 'precompute_ref', 'auto') == 'on' else 'each micro-batch')
     for d in (dtype, lora_dtype or dtype): get_dtype(d)  # names the dtypes it knows
     return dict(quant=cfg.quant, r=cfg.r, targets=cfg.targets, bs=cfg.bs, seq_len=cfg.seq_len,
                 grad_ckpt=cfg.grad_ckpt, dtype=dtype, lora_dtype=lora_dtype or dtype,
                 optimizer=cfg.optimizer, dropout=cfg.dropout, loss=loss, chunk=chunk,
                 grad_accum=cfg.grad_accum, world_size=world_size, cpu_offload=cfg.cpu_offload,
-                double_quant=double_quant)
+                double_quant=double_quant, pref=pref, ref=ref,
+                seqs=cfg.bs * (2 if pref else 1))  # sequences a micro-batch: a pair is two
 
 def _nbytes(dtype:str)->int: return get_dtype(dtype).itemsize
 
@@ -413,33 +444,52 @@ def _activation_rows(mc:LlamaConfig, s, short:set)->tuple[list, float]:
     "What backward's start holds: the saved activations, the loss's tensors; and the layers' part."
     a, la, L, h, V = (_nbytes(s.dtype), _nbytes(s.lora_dtype), mc.num_hidden_layers,
                       mc.hidden_size, mc.vocab_size)
-    T = s.bs * s.seq_len
-    per_tok = sum(layer_activations(mc, short, s.r, a, la, s.dropout, s.bs, s.seq_len).values())
+    T = s.seqs * s.seq_len
+    per_tok = sum(layer_activations(mc, short, s.r, a, la, s.dropout, s.seqs, s.seq_len).values())
     # layer 0's input needs no gradient: its norm and dropout masks keep nothing
     first = h*4 + 4 + (sum(_IN(mc)[t] for t in short & set(_GROUPS[0])) * a if s.dropout else 0)
-    # the chunked loss keeps d(loss)/d(hidden); the plain one, float32 log-probabilities, and
-    # Gemma 2's capped logits' tanh
+    # the chunked loss keeps d(loss)/d(hidden), or for each token's loss (a preference loss) the
+    # hidden states and a log-sum-exp; the plain one, float32 log-probabilities, and Gemma 2's
+    # capped logits' tanh
     capped = s.loss != 'chunked' and bool(mc.final_logit_softcapping)
-    kept_loss = T * (h*4 if s.loss == 'chunked' else V*4 + (V*a if capped else 0))
+    kept_loss = T * ((h*a + 8 if s.pref else h*4) if s.loss == 'chunked'
+                     else V*4 + (V*a if capped else 0))
     layers = T * (L * h * a if s.grad_ckpt else L * per_tok - first)
+    seqs = f"{s.bs} pairs as {s.seqs} sequences: " if s.pref else ''
     rows = [('activations', layers + T * (h*4 + 4 + 8) + kept_loss,
-             (f"{L} layer inputs (checkpointed)" if s.grad_ckpt
-              else f"{L} layers x {per_tok/1024:,.1f} KiB a token")
+             seqs + (f"{L} layer inputs (checkpointed)" if s.grad_ckpt
+                     else f"{L} layers x {per_tok/1024:,.1f} KiB a token")
              + ", the final norm's, the loss's" + (" (and the capped logits')" if capped else ''))]
     n = min(s.chunk or auto_chunk(T, V, h), T)
-    loss_tmp = 3 * n * V * 4 if s.loss == 'chunked' else T * V * (2*4 + (a if a != 4 else 0))
+    # each token's loss: backward makes the hidden states' gradient anew
+    loss_tmp = (3 * n * V * 4 + (T*h*a if s.pref else 0) if s.loss == 'chunked'
+                else T * V * (2*4 + (a if a != 4 else 0)))
     rows.append(('logits and loss (transient)', loss_tmp,
                  (f'3 chunks of {n}' if s.loss == 'chunked' else '2 full')
                  + f" x {V:,} float32 logits"
-                 + ('' if s.loss == 'chunked' or a == 4 else ', and the 16-bit ones')))
+                 + ('' if s.loss == 'chunked' or a == 4 else ', and the 16-bit ones')
+                 + (", the hidden states' gradient" if s.pref and s.loss == 'chunked' else '')))
     return rows, layers
 
 # %% ../nbs/10_memory.ipynb #ecd7aca9
+def _ref_row(mc:LlamaConfig, s)->tuple:
+    "The reference forward under `no_grad` (DPO's adapters off): its largest moment, as a row."
+    a, h, V, i = _nbytes(s.dtype), mc.hidden_size, mc.vocab_size, mc.intermediate_size
+    T = s.seqs * s.seq_len
+    # nothing is kept: a layer holds the residual, its normed input (made in float32) and the
+    # MLP's gate, act(gate) and up; then the loss holds its logits (chunked: the hidden states)
+    layer = T * ((3*i + 2*h) * a + h*4)
+    n = min(s.chunk or auto_chunk(T, V, h), T)
+    loss = (T*(h*a + 8) + 3*n*V*4 if s.loss == 'chunked'
+            else T * V * (2*4 + (a if a != 4 else 0)))
+    return ('reference pass (transient)', max(layer, loss),
+            f"a forward of the {s.seqs} sequences, adapters off, under no_grad, each micro-batch")
+
 def _transient_rows(mc:LlamaConfig, s, names:list, short:set, shapes:dict)->list:
     "The other transients: one layer's backward, a dequantized weight, FSDP's all-gathers."
     a, la, ws, h = _nbytes(s.dtype), _nbytes(s.lora_dtype), s.world_size, mc.hidden_size
-    T, dec = s.bs * s.seq_len, [n for n in shapes if '.layers.' in n]
-    per_tok = sum(layer_activations(mc, short, s.r, a, la, s.dropout, s.bs, s.seq_len).values())
+    T, dec = s.seqs * s.seq_len, [n for n in shapes if '.layers.' in n]
+    per_tok = sum(layer_activations(mc, short, s.r, a, la, s.dropout, s.seqs, s.seq_len).values())
     rows = [('one layer in backward (transient)',
              T * ((per_tok if s.grad_ckpt else 0) + (mc.intermediate_size + 2 * h) * a),
              ('its recomputed activations and ' if s.grad_ckpt else '') + 'its gradients')]
@@ -447,6 +497,7 @@ def _transient_rows(mc:LlamaConfig, s, names:list, short:set, shapes:dict)->list
         rows.append(('dequantized weight (transient)',
                      max(shapes[n][0] * shapes[n][1] for n in dec) * a,
                      'the largest linear, one at a time'))
+    if s.ref == 'each micro-batch': rows.append(_ref_row(mc, s))
     if ws > 1:
         w0 = sum(shapes[n][0]*shapes[n][1] for n in dec if '.layers.0.' in n)
         l0 = sum(s.r * (shapes[n][0] + shapes[n][1]) for n in names if '.layers.0.' in n)
@@ -485,7 +536,9 @@ def estimate_memory(job, # a `TrainConfig`, or a job holding one in `.cfg`
     peak = always + max(get('activations') + get('logits and loss (transient)'),
                         # inside a layer's backward (the loss's tensors are gone)
                         layers + get('one layer in backward (transient)'),
-                        get('activations') + get('dequantized weight (transient)', 0))
+                        get('activations') + get('dequantized weight (transient)', 0)
+                        # DPO's reference, after the policy's forward: on its activations
+                        + get('reference pass (transient)', 0))
     return MemoryEstimate(rows, int(peak), settings)
 
 # %% ../nbs/10_memory.ipynb #5b06785c
