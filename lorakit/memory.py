@@ -19,8 +19,8 @@ from .qlora import QuantSpec
 from .gguf import GGUFFile, gguf_config
 from .inject import find_targets
 from .objective import LMLoss, LMBatch
-import lorakit.train as _train
-from .train import Callback, LoopState, OPTIMIZERS, TrainConfig, job_model_path
+from .prefs import is_pref_row
+from .train import Callback, LoopState, OPTIMIZERS, PREF_LOSSES, TrainConfig, job_model_path
 
 # %% auto #0
 __all__ = ['CATEGORIES', 'MEMORY_FIELDS', 'MemoryTimeline', 'measure_steps', 'cuda_memory_history', 'auto_chunk',
@@ -164,13 +164,17 @@ def plot(self:MemoryTimeline, path:str|Path|None=None, title:str=''):
 def measure_steps(model:nn.Module, # with LoRA; its trainable parameters are stepped with AdamW
                   x:torch.Tensor, y:torch.Tensor, # one micro-batch: inputs and labels
                   steps:int=2, # steps to record; the second is the first with optimizer state
-                  loss_fn:LMLoss|None=None, # None: 05b's `LMLoss()`; or `ChunkedLMLoss()`
+                  # None: 05b's `LMLoss()`; or `ChunkedLMLoss()`, 14's `DPOLoss` (x, y: pair rows)
+                  loss_fn:LMLoss|None=None,
                   opt=None, # default: AdamW on the trainable parameters
                  )->MemoryTimeline:
     "Run `steps` training steps on one batch in a `MemoryTimeline`, marking each step's phases."
     opt = opt or torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     dev = next(model.parameters()).device
-    loss_fn, b = loss_fn or LMLoss(), LMBatch(x.to(dev), y.to(dev))
+    loss_fn = loss_fn or LMLoss()
+    x, y = x.to(dev), y.to(dev)
+    # the objective's own batch type (a plain function takes an `LMBatch`)
+    b = loss_fn.batch((x, y)) if hasattr(loss_fn, 'batch') else LMBatch(x, y)
     with MemoryTimeline(model, opt) as tl:
         for i in range(steps):
             tl.phase = 'forward'
@@ -328,8 +332,10 @@ def layer_activations(cfg:LlamaConfig, # the model
 
 # %% ../nbs/10_memory.ipynb #21e95111
 # the `TrainConfig` fields a step's memory depends on; the others change no tensor a step keeps
-MEMORY_FIELDS = ('model', 'quant', 'dtype', 'device', 'r', 'dropout', 'targets', 'bs', 'seq_len',
-                 'grad_accum', 'optimizer', 'grad_ckpt', 'loss', 'fsdp', 'cpu_offload')
+# (`data` only by being preference pairs, whose step runs two sequences a pair)
+MEMORY_FIELDS = ('model', 'data', 'quant', 'dtype', 'device', 'r', 'dropout', 'targets', 'bs',
+                 'seq_len', 'grad_accum', 'optimizer', 'grad_ckpt', 'loss', 'precompute_ref',
+                 'fsdp', 'cpu_offload')
 
 def _train_config(job)->TrainConfig:
     "`job`'s `TrainConfig` (itself, or its `.cfg`), copied: a copy runs its checks again."
@@ -356,16 +362,14 @@ def first_jsonl_row(paths:list|None)->dict|None:
     except json.JSONDecodeError: return None
     return d if isinstance(d, dict) else None
 
-# the preference losses of 14_dpo (07's `PREF_LOSSES`), and those that need the reference
-_PREF_LOSSES = tuple(getattr(_train, 'PREF_LOSSES', ('dpo', 'simpo')))
+# the preference losses (07's `PREF_LOSSES`) that need 14_dpo's reference; SimPO needs none
 _WITH_REF = ('dpo',)
 
 def _pref_loss(cfg:TrainConfig)->str|None:
     "The preference loss of a job on pairs: `cfg.loss`, or 'dpo' if 'auto' on a file of pairs."
-    if cfg.loss in _PREF_LOSSES: return cfg.loss
-    if cfg.loss != 'auto' or cfg.chat: return None
-    d = first_jsonl_row(cfg.data)
-    return 'dpo' if d and {'prompt', 'chosen', 'rejected'} <= d.keys() else None
+    if cfg.loss in PREF_LOSSES: return cfg.loss
+    if cfg.loss != 'auto': return None
+    return 'dpo' if is_pref_row(first_jsonl_row(cfg.data)) else None
 
 # %% ../nbs/10_memory.ipynb #ef99d414
 def _step_settings(cfg:TrainConfig, mc:LlamaConfig, world_size:int, lora_dtype:str|None,
@@ -385,7 +389,7 @@ def _step_settings(cfg:TrainConfig, mc:LlamaConfig, world_size:int, lora_dtype:s
         'chunked' if _chunks_pay(mc.vocab_size, mc.hidden_size) else 'plain')
     # 'auto' may precompute or not, as the data turns out: counted as not, the larger
     ref = (None if pref not in _WITH_REF else 'precomputed'
-           if getattr(cfg, 'precompute_ref', 'auto') == 'on' else 'each micro-batch')
+           if cfg.precompute_ref == 'on' else 'each micro-batch')
     for d in (dtype, lora_dtype or dtype): get_dtype(d)  # names the dtypes it knows
     return dict(quant=cfg.quant, r=cfg.r, targets=cfg.targets, bs=cfg.bs, seq_len=cfg.seq_len,
                 grad_ckpt=cfg.grad_ckpt, dtype=dtype, lora_dtype=lora_dtype or dtype,
