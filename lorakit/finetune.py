@@ -25,26 +25,38 @@ from .memory import pick_loss
 from .fsdp import Sharded, process_group
 from .nudge import ProxyRun, proxy_config
 from .instruct import read_chats, chat_data
+from .prefs import Pair, is_pref_row, read_prefs, pref_data
+from .dpo import DPOLoss, RefLogps, precompute_ref, ref_key
+from .model import cache_dir
 
 # %% auto #0
-__all__ = ['is_chat_job', 'chat_job_data', 'job_rows', 'Job', 'finetune', 'load_job', 'first_steps', 'assert_loss_curve',
-           'JobProxy']
+__all__ = ['REF_FILE', 'is_pref_job', 'is_chat_job', 'chat_job_data', 'pref_job_data', 'job_rows', 'Job', 'ref_precomputed',
+           'finetune', 'load_job', 'first_steps', 'assert_loss_curve', 'JobProxy']
 
 # %% ../nbs/98_finetune.ipynb #715dbc90
 def _jsonl_files(paths:list)->list[Path]:
     files = lambda p: sorted(p.rglob('*.jsonl')) if p.is_dir() else [p]
     return [f for p in map(Path, paths) for f in files(p)]
 
-def is_chat_job(cfg:TrainConfig)->bool:
-    "Whether `cfg` trains on conversations: `cfg.chat`, else its first .jsonl line's keys say."
-    if cfg.chat is not None: return cfg.chat
+def _first_row(cfg:TrainConfig)->dict|None:
+    "The first line of `cfg.data`'s first .jsonl file, parsed; None if there is none."
     files = _jsonl_files(cfg.data or [])
-    if not files or files[0].suffix != '.jsonl' or not files[0].is_file(): return False
+    if not files or files[0].suffix != '.jsonl' or not files[0].is_file(): return None
     with open(files[0], encoding='utf-8-sig', errors='replace') as f:  # a BOM is not a key
         first = next((l for l in f if l.strip()), '')
     try: d = json.loads(first)
-    except json.JSONDecodeError: return False
-    return isinstance(d, dict) and ('messages' in d or {'prompt', 'completion'} <= d.keys())
+    except json.JSONDecodeError: return None
+    return d if isinstance(d, dict) else None
+
+def is_pref_job(cfg:TrainConfig)->bool:
+    "Whether `cfg` trains on preference pairs (14_dpo): its first .jsonl line has chosen/rejected."
+    return is_pref_row(_first_row(cfg))
+
+def is_chat_job(cfg:TrainConfig)->bool:
+    "Whether `cfg` trains on conversations: `cfg.chat`, else its first .jsonl line's keys say."
+    if cfg.chat is not None: return cfg.chat
+    d = _first_row(cfg) or {}
+    return 'messages' in d or {'prompt', 'completion'} <= d.keys()
 
 # %% ../nbs/98_finetune.ipynb #d2bc36cc
 def chat_job_data(cfg:TrainConfig, tok)->tuple:
@@ -72,21 +84,64 @@ def _chat_note(cfg:TrainConfig, data:LMData, held:list, skipped:list)->str:
             f"the loss on {on}")
     return note + (f"; skipped {len(skipped)}:\n  " + '\n  '.join(skipped) if skipped else '')
 
+# %% ../nbs/98_finetune.ipynb #49672ac6
+def _pref_checks(cfg:TrainConfig):
+    "Raise, naming the flag and the fix, for a setting a job on preference pairs can't honour."
+    why = f"{_jsonl_files(cfg.data)[0].name} holds preference pairs (prompt, chosen, rejected)"
+    for k, fix in (('chat', "the pairs' format says how they are tokenized"),
+                   ('pack', "a pair is one row, its chosen and rejected side by side"),
+                   ('all_tokens', "DPO scores the completions, never the prompt")):
+        if getattr(cfg, k):
+            flag = '--' + k.replace('_', '-')
+            raise ValueError(f"{flag} is for conversations, but {why}: leave {flag} off ({fix})")
+    if cfg.loss in ('chunked', 'plain'):
+        raise ValueError(f"--loss {cfg.loss} is a loss on text, but {why}: use --loss "
+                         f"{' or '.join(PREF_LOSSES)}, or leave it at auto (dpo)")
+    if cfg.fsdp and cfg.precompute_ref == 'on':
+        raise ValueError("--precompute-ref on doesn't work with --fsdp yet: use --precompute-ref "
+                         "off (the reference is the adapters-off forward at each micro-batch)")
+
+def pref_job_data(cfg:TrainConfig, tok)->tuple:
+    "A preference job's rows (06c's `pref_data`), its held-out pairs, and those it skipped, why."
+    pairs, skipped = [], []
+    for f in _jsonl_files(cfg.data):
+        p, s = read_prefs(f, cfg.on_bad)
+        pairs += p
+        skipped += s
+    data, held, s = pref_data(pairs, tok, cfg.seq_len, seed=cfg.seed, on_bad=cfg.on_bad)
+    return data, held, skipped + s
+
+def _pref_note(cfg:TrainConfig, data:LMData, held:list, skipped:list)->str:
+    kind = 'dpo' if cfg.loss == 'auto' else cfg.loss
+    note = (f"preference pairs: {len(data.xt)} to train on, {len(held)} held out; "
+            f"the loss {kind}, beta {cfg.beta}")
+    return note + (f"; skipped {len(skipped)}:\n  " + '\n  '.join(skipped) if skipped else '')
+
 # %% ../nbs/98_finetune.ipynb #a1b2c3d4
 def job_rows(cfg:TrainConfig, tok, ctx:int, log=print)->tuple[LMData, list]:
-    "The job's rows, and the documents (or held-out conversations) its samples continue."
+    "The job's rows, and the documents (or held-out conversations or pairs) its samples continue."
     if cfg.seq_len > ctx:
         raise ValueError(f"--seq-len {cfg.seq_len} is longer than the model's context "
                          f"(max_position_embeddings={ctx}): use at most {ctx}")
-    if is_chat_job(cfg):
+    pref = is_pref_job(cfg)
+    if not pref and cfg.loss in PREF_LOSSES:
+        raise ValueError(f"--loss {cfg.loss} trains on preference pairs: pass --data with .jsonl "
+                         f"lines of 'prompt', 'chosen' and 'rejected', or use --loss auto, "
+                         f"chunked or plain")
+    if pref:
+        _pref_checks(cfg)
+        data, docs, skipped = pref_job_data(cfg, tok)
+        log(_pref_note(cfg, data, docs, skipped))
+    elif is_chat_job(cfg):
         data, docs, skipped = chat_job_data(cfg, tok)
         log(_chat_note(cfg, data, docs, skipped))
     else:
         docs = job_docs(cfg)
         data = lm_data(docs, tok, cfg.seq_len, seed=cfg.seed, max_len=ctx)
     if cfg.bs > len(data.xt):
-        raise ValueError(f"--bs {cfg.bs} is more than the {len(data.xt)} rows of training data: "
-                         f"use a smaller --bs or --seq-len, or more text")
+        what = 'pairs' if pref else 'rows'
+        raise ValueError(f"--bs {cfg.bs} is more than the {len(data.xt)} {what} of training data: "
+                         f"use a smaller --bs or --seq-len, or more data")
     return data, docs
 
 # %% ../nbs/98_finetune.ipynb #34e145af
@@ -98,6 +153,7 @@ class Job:
                  log=print, # where the job's notes go (e.g. what a chat job skipped); None: nowhere
                 ):
         self.cfg, self.log, self.model = cfg, log or _quiet, None
+        self.ref = None  # a preference job's precomputed reference log-probs (`reference`)
         if cfg.out: check_out_apart(Path(cfg.out), job_inputs(cfg))  # before anything reads there
         self.path = job_model_path(cfg)  # an HF checkpoint directory, or a .gguf file
         self.model_config = mc = read_model_config(self.path)
@@ -122,6 +178,8 @@ class Job:
     @cached_property
     def _rows(self)->tuple:
         return job_rows(self.cfg, self.tok, self.model_config.max_position_embeddings, self.log)
+    @cached_property
+    def is_pref(self)->bool: return is_pref_job(self.cfg)
     @cached_property
     def group(self)->OneProcess|Sharded: return process_group(self.cfg)
     def __repr__(self): return f"Job({self.path.name}, {self.cfg.steps} steps, out={self.cfg.out})"
@@ -155,15 +213,67 @@ def load(self:Job)->nn.Module:
     self.model = self.group.load(self)
     return self.model
 
+@patch(as_prop=True)
+def kind(self:Job)->str|None:
+    "A preference job's loss, 'dpo' (`--loss auto`) or a variant; None for a job on text."
+    return ('dpo' if self.cfg.loss == 'auto' else self.cfg.loss) if self.is_pref else None
+
 @patch
 def loss(self:Job, model:nn.Module|None=None):
-    "The objective the loop calls: `pick_loss`'s choice, as the job's processes reduce it."
-    return self.group.loss(pick_loss(model or self.model, self.cfg.loss))
+    "The objective the loop calls, as the job's processes reduce it: `pick_loss`'s, or DPO's."
+    m, c = model or self.model, self.cfg
+    if not self.is_pref: return self.group.loss(pick_loss(m, c.loss))
+    return self.group.loss(DPOLoss(c.beta, self.kind, lm=pick_loss(m, 'auto'), ref=self.ref))
+
+# %% ../nbs/98_finetune.ipynb #80b63a63
+REF_FILE = 'ref_logps.safetensors'  # in the run directory (07a's `RUN_FILES`)
+
+def ref_precomputed(cfg:TrainConfig, # a preference job's settings
+                    pairs:int, # its training pairs
+                   )->bool:
+    "Whether the job computes its reference once, before training: 'on', 'off', or 'auto'."
+    if cfg.precompute_ref != 'auto': return cfg.precompute_ref == 'on'
+    # one pass over the pairs costs no more forwards than the adapters-off one at every
+    # micro-batch once the steps see every pair; under --fsdp it is not done yet
+    return not cfg.fsdp and cfg.steps * cfg.bs * cfg.grad_accum >= pairs
+
+def _ref_cache(key:str)->Path: return cache_dir('ref')/f'{key}.safetensors'
+
+def _keep(ref:RefLogps, path:Path)->bool:
+    "Save `ref` at `path`; False (and nothing there) if it can't be written."
+    try: path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError: return False
+    try: ref.save(path)
+    except OSError: return False
+    return True
+
+class _KeepRef(Callback):
+    "Keep the reference log-probs in the run directory, once it is ready (`train` prepares it)."
+    def __init__(self, ref:RefLogps, path:Path, group):
+        self.ref, self.path, self.group = ref, path, group
+    def begin_fit(self, s):
+        if not self.path.is_file(): self.group.on_main(lambda: self.ref.save(self.path))
+
+@patch
+def reference(self:Job, resume:bool=False)->RefLogps|None:
+    "A DPO job's reference log-probs: the run's (on resume), the cache's, or computed once."
+    c, m = self.cfg, self.model
+    if self.kind != 'dpo' or not ref_precomputed(c, len(self.data.xt)): return None
+    key, run = ref_key(m, self.data), Path(c.out)/REF_FILE if c.out else None
+    if resume and run and run.is_file(): ref, said = RefLogps.load(run, key), f'read from {run}'
+    elif (cached := _ref_cache(key)).is_file():
+        ref, said = RefLogps.load(cached, key), f'read from the cache, {cached}'
+    else:
+        ref = precompute_ref(m, self.data, c.bs, pick_loss(m, 'auto'), key)
+        kept = self.group.on_main(lambda: _keep(ref, cached))
+        said = 'computed' + (f', kept in the cache, {cached}' if kept else '')
+    self.log(f"reference log-probs of {len(ref)} pairs: {said}")
+    return ref
 
 # %% ../nbs/98_finetune.ipynb #887b5630
 @patch
 def start(self:Job, resume:bool=False, overwrite:bool=False)->nn.Module:
-    "Check the rows and any run to resume, prepare the run directory, then load the model."
+    "Check the rows and any run to resume, prepare the run directory, load the model; DPO's ref."
     cfg, group = self.cfg, self.group
     data = self.data  # read and checked before the processes start
     if resume:  # the same run, before minutes of loading
@@ -172,13 +282,17 @@ def start(self:Job, resume:bool=False, overwrite:bool=False)->nn.Module:
         prepare_run_dir(cfg.out, resume, overwrite, group.checkpoint.name, job_inputs(cfg),
                         self.log)
     group.barrier()  # the directory is ready before any rank writes to it
-    return self.load()
+    model = self.load()
+    self.ref = self.reference(resume)  # before training, with the adapters off
+    return model
 
 @patch
 def fit(self:Job, resume:bool=False, overwrite:bool=False, progress:bool=True,
         stop:threading.Event|None=None, callbacks:list=(), before:float|None=None)->list[dict]:
     "Train the loaded model with `07_train`'s loop, on the job's rows, objective and processes."
     cbs = [*callbacks, *self.group.callbacks()]
+    if self.ref is not None and self.cfg.out:  # a resumed run reads it from there
+        cbs.insert(0, _KeepRef(self.ref, Path(self.cfg.out)/REF_FILE, self.group))
     return train(self.model, self.data, self.cfg, resume=resume, overwrite=overwrite,
                  progress=progress, stop=stop, callbacks=cbs, loss_fn=self.loss(),
                  group=self.group, before=before)
@@ -203,15 +317,21 @@ def eval_sets(self:Job)->dict:
     if self.probe is not None: sets['shakespeare'] = (self.probe, min(_PROBE_BATCHES, nb or 10**9))
     return sets
 
+_REWARDS = {'reward accuracy': 'valid_rewards/accuracies', 'reward margin': 'valid_rewards/margins'}
+
 @patch
-def evaluate(self:Job, valid:float|None=None)->dict:
-    "The loss on each of `eval_sets`; `valid` if given (the loop measured it at the last step)."
+def evaluate(self:Job, valid:float|dict|None=None)->dict:
+    "The loss on each of `eval_sets`, and DPO's reward accuracy and margin on the held-out pairs."
     dev = next(self.model.parameters()).device
     def ev(ds, nb):
         dv = None if ds.dv is None else ds.dv.to(dev)
         return evaluate_lm(self.model, ds.xv.to(dev), ds.yv.to(dev), self.cfg.bs, nb, dv)
-    sets = self.eval_sets()
-    return {k: valid if k == 'valid' and valid is not None else ev(*v) for k, v in sets.items()}
+    # `valid`: what the loop measured at the last step, a loss or its record
+    rec = {'valid_loss': valid} if isinstance(valid, (int, float)) else valid or {}
+    if 'valid_loss' not in rec: rec = validate(self.model, self.data, self.cfg, self.loss())
+    self.valid_rec = rec  # measured before training, it is the run's step 0
+    said = {'valid': rec['valid_loss']} | {k: rec[v] for k, v in _REWARDS.items() if v in rec}
+    return said | {k: ev(*v) for k, v in self.eval_sets().items() if k != 'valid'}
 
 @patch
 def over(self:Job)->dict:
@@ -219,18 +339,21 @@ def over(self:Job)->dict:
     def said(ds, nb):
         n = len(ds.xv)
         k = len(eval_rows(n, self.cfg.bs, nb))
-        return f"over {n:,} rows" if k == n else f"over {k:,} of {n:,} rows"
+        what = 'pairs' if self.is_pref and ds is self.data else 'rows'
+        return f"over {n:,} {what}" if k == n else f"over {k:,} of {n:,} {what}"
     return {k: said(*v) for k, v in self.eval_sets().items()}
 
 # %% ../nbs/98_finetune.ipynb #9ec0417d
 def _losses(r:dict, rows:dict={})->str:
     "'valid loss 3.520 over 674 rows, ...': each loss of `r`, and what it is over if `rows` says."
-    said = [f"{k} loss {v:.3f}" + (f" {rows[k]}" if k in rows else '') for k, v in r.items()]
+    said = [f"{k} {v:.3f}" if k in _REWARDS else
+            f"{k} loss {v:.3f}" + (f" {rows[k]}" if k in rows else '') for k, v in r.items()]
     return ', '.join(said)
 
 def _prompt(docs:list):
     "What samples.txt continues: a document's opening, or a held-out conversation's first turns."
     if isinstance(docs[0], str): return docs[0][:40]
+    if isinstance(docs[0], Pair): return docs[0].prompt  # a held-out pair's, answered greedily
     ms = docs[0].messages
     return ms[:next(i for i, m in enumerate(ms) if m['role'] == 'assistant')]
 
@@ -240,9 +363,12 @@ def sample(self:Job)->str:
     cfg, model, tok, prompt = self.cfg, self.model, self.tok, _prompt(self.docs)
     n = cfg.samples if cfg.samples is not None else min(120, 4*cfg.steps)
     if not n: return ''
-    if isinstance(prompt, str): return sample_text(model, tok, prompt, n, seed=cfg.seed)
+    if isinstance(prompt, str) and not self.is_pref:
+        return sample_text(model, tok, prompt, n, seed=cfg.seed)
     dev = next(model.parameters()).device
-    ids = torch.tensor([tok.apply_chat_template(prompt, add_generation_prompt=True)], device=dev)
+    ids = (tok.encode(prompt) if isinstance(prompt, str)
+           else tok.apply_chat_template(prompt, add_generation_prompt=True))
+    ids = torch.tensor([ids], device=dev)
     n = min(n, model.config.max_position_embeddings - ids.shape[1])
     reply = generate(model, ids, n, temperature=0, eos_id=tok.eos_id)  # greedy
     return tok.decode(reply[0].tolist())
@@ -260,7 +386,7 @@ def finish(self:Job, hist:list, sample0:str)->dict:
     "The losses after training; the run's curves, samples and adapter, written by the main process."
     cfg, group, model = self.cfg, self.group, self.model
     last = hist[-1] if hist and hist[-1]['step'] == cfg.steps else {}
-    after = self.evaluate(valid=last.get('valid_loss'))  # measured at the last step
+    after = self.evaluate(valid=last)  # measured at the last step
     sample1 = self.sample() if cfg.out and cfg.samples != 0 else ''  # by every process
     if not cfg.out: return after
     o, base = Path(cfg.out), str(self.path.resolve())
@@ -304,7 +430,7 @@ def finetune(cfg:TrainConfig|None=None, # default: the shipped base, Python's do
     over = job.over()
     log(f"{lora_summary(job.model).counts}\nbefore: {_losses(before, over)}")
     cbs = (instruments or Instruments()).callbacks(job.model)
-    hist = job.fit(resume, overwrite, progress, stop, cbs, before=before['valid'])
+    hist = job.fit(resume, overwrite, progress, stop, cbs, before=job.valid_rec)
     try: after = job.finish(hist, sample0)
     except KeyboardInterrupt: raise TrainingStopped(_after_stop(job.cfg)) from None
     log(f"after:  {_losses(after, over)}{_wrote(job.cfg)}")

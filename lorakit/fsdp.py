@@ -183,6 +183,20 @@ def sharded_loss(loss_fn, # a loss object (`05b_objective`), as `train` takes it
     scale = dist.get_world_size() if reduction == 'mean' else 1.0  # undo FSDP2's division
     return _RankLoss(loss_fn, scale)
 
+# %% ../nbs/11_fsdp.ipynb #0b1e5dc4
+def _sum_over_ranks(t:torch.Tensor)->torch.Tensor:
+    "`t` summed over every rank (on the group's device: NCCL reduces CUDA tensors only)."
+    nccl = dist.get_backend() == 'nccl'
+    out = t.to(torch.device('cuda', torch.cuda.current_device())) if nccl else t.clone()
+    dist.all_reduce(out)
+    return out.to(t.device)
+
+@patch
+def metrics(self:_RankLoss, reduce=None)->dict:
+    "The loss object's metrics over every rank's rows: its sums all-reduced before dividing."
+    f = getattr(self.loss_fn, 'metrics', None)
+    return {} if f is None else f(reduce=_sum_over_ranks)
+
 # %% ../nbs/11_fsdp.ipynb #54a31a5a
 def scatter_param(p:DTensor, # a parameter sharded by FSDP2
                   full:torch.Tensor|None, # on rank 0, its whole value; ignored elsewhere

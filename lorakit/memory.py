@@ -19,12 +19,14 @@ from .qlora import QuantSpec
 from .gguf import GGUFFile, gguf_config
 from .inject import find_targets
 from .objective import LMLoss, LMBatch
-from .train import Callback, LoopState, OPTIMIZERS, TrainConfig, job_model_path
+from .prefs import is_pref_row
+from .train import Callback, LoopState, OPTIMIZERS, PREF_LOSSES, TrainConfig, job_model_path
 
 # %% auto #0
 __all__ = ['CATEGORIES', 'MEMORY_FIELDS', 'MemoryTimeline', 'measure_steps', 'cuda_memory_history', 'auto_chunk',
-           'MemoryEstimate', 'read_llama_config', 'layer_activations', 'estimate_memory', 'LinearCrossEntropy',
-           'linear_cross_entropy', 'ChunkedLMLoss', 'pick_loss', 'usable', 'plan_fit']
+           'MemoryEstimate', 'read_llama_config', 'layer_activations', 'first_jsonl_row', 'estimate_memory',
+           'LinearCrossEntropy', 'linear_cross_entropy', 'TokenCrossEntropy', 'ChunkedLMLoss', 'pick_loss', 'usable',
+           'plan_fit']
 
 # %% ../nbs/10_memory.ipynb #a24f22b3
 CATEGORIES = ('weights', 'lora', 'grads', 'optimizer', 'activations', 'temporaries')
@@ -162,13 +164,17 @@ def plot(self:MemoryTimeline, path:str|Path|None=None, title:str=''):
 def measure_steps(model:nn.Module, # with LoRA; its trainable parameters are stepped with AdamW
                   x:torch.Tensor, y:torch.Tensor, # one micro-batch: inputs and labels
                   steps:int=2, # steps to record; the second is the first with optimizer state
-                  loss_fn:LMLoss|None=None, # None: 05b's `LMLoss()`; or `ChunkedLMLoss()`
+                  # None: 05b's `LMLoss()`; or `ChunkedLMLoss()`, 14's `DPOLoss` (x, y: pair rows)
+                  loss_fn:LMLoss|None=None,
                   opt=None, # default: AdamW on the trainable parameters
                  )->MemoryTimeline:
     "Run `steps` training steps on one batch in a `MemoryTimeline`, marking each step's phases."
     opt = opt or torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     dev = next(model.parameters()).device
-    loss_fn, b = loss_fn or LMLoss(), LMBatch(x.to(dev), y.to(dev))
+    loss_fn = loss_fn or LMLoss()
+    x, y = x.to(dev), y.to(dev)
+    # the objective's own batch type (a plain function takes an `LMBatch`)
+    b = loss_fn.batch((x, y)) if hasattr(loss_fn, 'batch') else LMBatch(x, y)
     with MemoryTimeline(model, opt) as tl:
         for i in range(steps):
             tl.phase = 'forward'
@@ -326,8 +332,10 @@ def layer_activations(cfg:LlamaConfig, # the model
 
 # %% ../nbs/10_memory.ipynb #21e95111
 # the `TrainConfig` fields a step's memory depends on; the others change no tensor a step keeps
-MEMORY_FIELDS = ('model', 'quant', 'dtype', 'device', 'r', 'dropout', 'targets', 'bs', 'seq_len',
-                 'grad_accum', 'optimizer', 'grad_ckpt', 'loss', 'fsdp', 'cpu_offload')
+# (`data` only by being preference pairs, whose step runs two sequences a pair)
+MEMORY_FIELDS = ('model', 'data', 'quant', 'dtype', 'device', 'r', 'dropout', 'targets', 'bs',
+                 'seq_len', 'grad_accum', 'optimizer', 'grad_ckpt', 'loss', 'precompute_ref',
+                 'fsdp', 'cpu_offload')
 
 def _train_config(job)->TrainConfig:
     "`job`'s `TrainConfig` (itself, or its `.cfg`), copied: a copy runs its checks again."
@@ -342,6 +350,27 @@ def _model_config(cfg:TrainConfig, model_config=None)->LlamaConfig:
     if model_config is not None: return read_llama_config(model_config)
     return read_llama_config(cfg.model or job_model_path(cfg))
 
+# %% ../nbs/10_memory.ipynb #992d4919
+def first_jsonl_row(paths:list|None)->dict|None:
+    "The first line of the first .jsonl file of `paths` (files or directories), parsed; or None."
+    fs = [f for p in map(Path, paths or [])
+          for f in (sorted(p.rglob('*.jsonl')) if p.is_dir() else [p])]
+    if not fs or fs[0].suffix != '.jsonl' or not fs[0].is_file(): return None
+    with open(fs[0], encoding='utf-8-sig', errors='replace') as f:  # a BOM is not a key
+        first = next((l for l in f if l.strip()), '')
+    try: d = json.loads(first)
+    except json.JSONDecodeError: return None
+    return d if isinstance(d, dict) else None
+
+# the preference losses (07's `PREF_LOSSES`) that need 14_dpo's reference; SimPO needs none
+_WITH_REF = ('dpo',)
+
+def _pref_loss(cfg:TrainConfig)->str|None:
+    "The preference loss of a job on pairs: `cfg.loss`, or 'dpo' if 'auto' on a file of pairs."
+    if cfg.loss in PREF_LOSSES: return cfg.loss
+    if cfg.loss != 'auto': return None
+    return 'dpo' if is_pref_row(first_jsonl_row(cfg.data)) else None
+
 # %% ../nbs/10_memory.ipynb #ef99d414
 def _step_settings(cfg:TrainConfig, mc:LlamaConfig, world_size:int, lora_dtype:str|None,
                    chunk:int|None, double_quant:bool)->dict:
@@ -354,14 +383,20 @@ def _step_settings(cfg:TrainConfig, mc:LlamaConfig, world_size:int, lora_dtype:s
                          "FSDP: add --fsdp (fsdp=True)")
     # 'auto' is bf16 on a GPU (one that supports it is assumed), float32 on a CPU
     dtype = cfg.dtype if cfg.dtype != 'auto' else 'float32' if cfg.device == 'cpu' else 'bf16'
-    loss = cfg.loss if cfg.loss != 'auto' else (
+    pref = _pref_loss(cfg)
+    # a preference loss takes its token losses from the loss 'auto' picks
+    loss = cfg.loss if cfg.loss in ('chunked', 'plain') else (
         'chunked' if _chunks_pay(mc.vocab_size, mc.hidden_size) else 'plain')
+    # 'auto' may precompute or not, as the data turns out: counted as not, the larger
+    ref = (None if pref not in _WITH_REF else 'precomputed'
+           if cfg.precompute_ref == 'on' else 'each micro-batch')
     for d in (dtype, lora_dtype or dtype): get_dtype(d)  # names the dtypes it knows
     return dict(quant=cfg.quant, r=cfg.r, targets=cfg.targets, bs=cfg.bs, seq_len=cfg.seq_len,
                 grad_ckpt=cfg.grad_ckpt, dtype=dtype, lora_dtype=lora_dtype or dtype,
                 optimizer=cfg.optimizer, dropout=cfg.dropout, loss=loss, chunk=chunk,
                 grad_accum=cfg.grad_accum, world_size=world_size, cpu_offload=cfg.cpu_offload,
-                double_quant=double_quant)
+                double_quant=double_quant, pref=pref, ref=ref,
+                seqs=cfg.bs * (2 if pref else 1))  # sequences a micro-batch: a pair is two
 
 def _nbytes(dtype:str)->int: return get_dtype(dtype).itemsize
 
@@ -413,33 +448,52 @@ def _activation_rows(mc:LlamaConfig, s, short:set)->tuple[list, float]:
     "What backward's start holds: the saved activations, the loss's tensors; and the layers' part."
     a, la, L, h, V = (_nbytes(s.dtype), _nbytes(s.lora_dtype), mc.num_hidden_layers,
                       mc.hidden_size, mc.vocab_size)
-    T = s.bs * s.seq_len
-    per_tok = sum(layer_activations(mc, short, s.r, a, la, s.dropout, s.bs, s.seq_len).values())
+    T = s.seqs * s.seq_len
+    per_tok = sum(layer_activations(mc, short, s.r, a, la, s.dropout, s.seqs, s.seq_len).values())
     # layer 0's input needs no gradient: its norm and dropout masks keep nothing
     first = h*4 + 4 + (sum(_IN(mc)[t] for t in short & set(_GROUPS[0])) * a if s.dropout else 0)
-    # the chunked loss keeps d(loss)/d(hidden); the plain one, float32 log-probabilities, and
-    # Gemma 2's capped logits' tanh
+    # the chunked loss keeps d(loss)/d(hidden), or for each token's loss (a preference loss) the
+    # hidden states and a log-sum-exp; the plain one, float32 log-probabilities, and Gemma 2's
+    # capped logits' tanh
     capped = s.loss != 'chunked' and bool(mc.final_logit_softcapping)
-    kept_loss = T * (h*4 if s.loss == 'chunked' else V*4 + (V*a if capped else 0))
+    kept_loss = T * ((h*a + 8 if s.pref else h*4) if s.loss == 'chunked'
+                     else V*4 + (V*a if capped else 0))
     layers = T * (L * h * a if s.grad_ckpt else L * per_tok - first)
+    seqs = f"{s.bs} pairs as {s.seqs} sequences: " if s.pref else ''
     rows = [('activations', layers + T * (h*4 + 4 + 8) + kept_loss,
-             (f"{L} layer inputs (checkpointed)" if s.grad_ckpt
-              else f"{L} layers x {per_tok/1024:,.1f} KiB a token")
+             seqs + (f"{L} layer inputs (checkpointed)" if s.grad_ckpt
+                     else f"{L} layers x {per_tok/1024:,.1f} KiB a token")
              + ", the final norm's, the loss's" + (" (and the capped logits')" if capped else ''))]
     n = min(s.chunk or auto_chunk(T, V, h), T)
-    loss_tmp = 3 * n * V * 4 if s.loss == 'chunked' else T * V * (2*4 + (a if a != 4 else 0))
+    # each token's loss: backward makes the hidden states' gradient anew
+    loss_tmp = (3 * n * V * 4 + (T*h*a if s.pref else 0) if s.loss == 'chunked'
+                else T * V * (2*4 + (a if a != 4 else 0)))
     rows.append(('logits and loss (transient)', loss_tmp,
                  (f'3 chunks of {n}' if s.loss == 'chunked' else '2 full')
                  + f" x {V:,} float32 logits"
-                 + ('' if s.loss == 'chunked' or a == 4 else ', and the 16-bit ones')))
+                 + ('' if s.loss == 'chunked' or a == 4 else ', and the 16-bit ones')
+                 + (", the hidden states' gradient" if s.pref and s.loss == 'chunked' else '')))
     return rows, layers
 
 # %% ../nbs/10_memory.ipynb #ecd7aca9
+def _ref_row(mc:LlamaConfig, s)->tuple:
+    "The reference forward under `no_grad` (DPO's adapters off): its largest moment, as a row."
+    a, h, V, i = _nbytes(s.dtype), mc.hidden_size, mc.vocab_size, mc.intermediate_size
+    T = s.seqs * s.seq_len
+    # nothing is kept: a layer holds the residual, its normed input (made in float32) and the
+    # MLP's gate, act(gate) and up; then the loss holds its logits (chunked: the hidden states)
+    layer = T * ((3*i + 2*h) * a + h*4)
+    n = min(s.chunk or auto_chunk(T, V, h), T)
+    loss = (T*(h*a + 8) + 3*n*V*4 if s.loss == 'chunked'
+            else T * V * (2*4 + (a if a != 4 else 0)))
+    return ('reference pass (transient)', max(layer, loss),
+            f"a forward of the {s.seqs} sequences, adapters off, under no_grad, each micro-batch")
+
 def _transient_rows(mc:LlamaConfig, s, names:list, short:set, shapes:dict)->list:
     "The other transients: one layer's backward, a dequantized weight, FSDP's all-gathers."
     a, la, ws, h = _nbytes(s.dtype), _nbytes(s.lora_dtype), s.world_size, mc.hidden_size
-    T, dec = s.bs * s.seq_len, [n for n in shapes if '.layers.' in n]
-    per_tok = sum(layer_activations(mc, short, s.r, a, la, s.dropout, s.bs, s.seq_len).values())
+    T, dec = s.seqs * s.seq_len, [n for n in shapes if '.layers.' in n]
+    per_tok = sum(layer_activations(mc, short, s.r, a, la, s.dropout, s.seqs, s.seq_len).values())
     rows = [('one layer in backward (transient)',
              T * ((per_tok if s.grad_ckpt else 0) + (mc.intermediate_size + 2 * h) * a),
              ('its recomputed activations and ' if s.grad_ckpt else '') + 'its gradients')]
@@ -447,6 +501,7 @@ def _transient_rows(mc:LlamaConfig, s, names:list, short:set, shapes:dict)->list
         rows.append(('dequantized weight (transient)',
                      max(shapes[n][0] * shapes[n][1] for n in dec) * a,
                      'the largest linear, one at a time'))
+    if s.ref == 'each micro-batch': rows.append(_ref_row(mc, s))
     if ws > 1:
         w0 = sum(shapes[n][0]*shapes[n][1] for n in dec if '.layers.0.' in n)
         l0 = sum(s.r * (shapes[n][0] + shapes[n][1]) for n in names if '.layers.0.' in n)
@@ -485,10 +540,26 @@ def estimate_memory(job, # a `TrainConfig`, or a job holding one in `.cfg`
     peak = always + max(get('activations') + get('logits and loss (transient)'),
                         # inside a layer's backward (the loss's tensors are gone)
                         layers + get('one layer in backward (transient)'),
-                        get('activations') + get('dequantized weight (transient)', 0))
+                        get('activations') + get('dequantized weight (transient)', 0)
+                        # DPO's reference, after the policy's forward: on its activations
+                        + get('reference pass (transient)', 0))
     return MemoryEstimate(rows, int(peak), settings)
 
 # %% ../nbs/10_memory.ipynb #5b06785c
+def _chunk_logits(hc, weight, acc, softcap):
+    "A chunk's logits in `acc`, capped (Gemma 2), and the tanh kept for the cap's derivative."
+    z = (hc @ weight.T).to(acc)  # this chunk's logits: the only place they exist
+    if not softcap: return z, None
+    t = z.div_(softcap).tanh_()  # cap * tanh(z / cap)
+    return t * softcap, t
+
+def _dlogits_(z, lse, t_y, keep, t, scale):
+    "In place of the logits `z`: `scale * (softmax - onehot(y))`, 0 where ignored, through the cap."
+    g = z.sub_(lse[:, None]).exp_()  # softmax
+    g.scatter_add_(1, t_y, -keep[:, None].to(g.dtype)).mul_(keep[:, None] * scale)
+    if t is not None: g.mul_(t.mul_(t).neg_().add_(1))  # d(cap tanh(z/cap))/dz = 1 - tanh²
+    return g
+
 class LinearCrossEntropy(torch.autograd.Function):
     "Summed cross-entropy of `h @ weight.T` and `y` by chunks of rows; the grads made in forward."
     @staticmethod
@@ -500,20 +571,13 @@ class LinearCrossEntropy(torch.autograd.Function):
         gw = torch.zeros(weight.shape, dtype=acc, device=weight.device) if grad_w else None
         for s in range(0, len(h), chunk):
             hc, yc = h[s:s+chunk], y[s:s+chunk]
-            z = (hc @ weight.T).to(acc)  # this chunk's logits: the only place they exist
-            if softcap:  # Gemma 2's cap * tanh(z / cap); t is kept for its derivative
-                t = z.div_(softcap).tanh_()
-                z = t * softcap
+            z, t = _chunk_logits(hc, weight, acc, softcap)
             keep = yc != ignore_index
             t_y = yc.masked_fill(~keep, 0)[:, None]
             lse = z.logsumexp(-1)
             total += ((lse - z.gather(1, t_y)[:, 0]) * keep).sum()
             if not (grad_h or grad_w): continue
-            g = z.sub_(lse[:, None]).exp_()  # softmax, in place of the logits
-            # minus the one-hot of the label; ignored rows get 0
-            g.scatter_add_(1, t_y, -keep[:, None].to(acc)).mul_(keep[:, None])
-            if softcap: g.mul_(t.mul_(t).neg_().add_(1))  # d(cap tanh(z/cap))/dz = 1 - tanh²
-            g = g.to(h.dtype)
+            g = _dlogits_(z, lse, t_y, keep, t, 1).to(h.dtype)
             if grad_h: gh[s:s+chunk] = g @ weight
             if grad_w: gw += g.T.to(acc) @ hc.to(acc)
         ctx.save_for_backward(gh, gw)
@@ -530,13 +594,14 @@ class LinearCrossEntropy(torch.autograd.Function):
 def linear_cross_entropy(h:torch.Tensor, # (tokens, hidden) hidden states
                          weight:torch.Tensor, # (vocab, hidden) the output head's weight
                          y:torch.Tensor, # (tokens,) labels; `ignore_index` marks those not scored
-                         reduction:str='mean', # 'mean' over the labelled tokens, or 'sum'
+                         reduction:str='mean', # 'mean' over the labelled tokens, 'sum', or 'none'
                          chunk:int|None=None, # rows per chunk; default: `auto_chunk`
                          ignore_index:int=-100,
                          softcap:float|None=None, # logits cap * tanh(logits / cap) (Gemma 2)
                         )->torch.Tensor:
     "`F.cross_entropy(h @ weight.T, y)` by chunks of rows, in float32: never all the logits."
-    check_arg('reduction', reduction, reduction in ('mean', 'sum'), "'mean' or 'sum'")
+    check_arg('reduction', reduction, reduction in ('mean', 'sum', 'none'),
+              "'mean', 'sum' or 'none'")
     check_arg('softcap', softcap,
               softcap is None or isinstance(softcap, (int, float)) and softcap > 0,
               'None or a number > 0')
@@ -544,22 +609,68 @@ def linear_cross_entropy(h:torch.Tensor, # (tokens, hidden) hidden states
         raise ValueError(f"want h (tokens, hidden), weight (vocab, hidden) and y (tokens,); got "
                          f"{tuple(h.shape)}, {tuple(weight.shape)}, {tuple(y.shape)}")
     chunk = chunk or auto_chunk(len(h), *weight.shape)
+    if reduction == 'none':  # each token's loss: its backward recomputes each chunk's logits
+        return TokenCrossEntropy.apply(h, weight, y, chunk, ignore_index, softcap)
     g = torch.is_grad_enabled()
     loss = LinearCrossEntropy.apply(h, weight, y, chunk, ignore_index, g and h.requires_grad,
                                     g and weight.requires_grad, softcap)
     return loss / (y != ignore_index).sum() if reduction == 'mean' else loss
 
+# %% ../nbs/10_memory.ipynb #fce0fd4f
+class TokenCrossEntropy(torch.autograd.Function):
+    "Each row's cross-entropy of `h @ weight.T` and `y` by chunks; backward recomputes the chunk."
+    @staticmethod
+    def forward(ctx, h, weight, y, chunk:int, ignore_index:int, softcap:float|None=None):
+        acc = torch.promote_types(h.dtype, torch.float32)
+        loss, lse = (torch.zeros(len(h), dtype=acc, device=h.device) for _ in range(2))
+        for s in range(0, len(h), chunk):
+            yc = y[s:s+chunk]
+            z, _ = _chunk_logits(h[s:s+chunk], weight, acc, softcap)
+            keep = yc != ignore_index
+            lse[s:s+chunk] = z.logsumexp(-1)
+            z_y = z.gather(1, yc.masked_fill(~keep, 0)[:, None])[:, 0]
+            loss[s:s+chunk] = (lse[s:s+chunk] - z_y) * keep
+        ctx.save_for_backward(h, weight, y, lse)  # h and weight exist anyway; lse is one a row
+        ctx.chunk, ctx.ignore_index, ctx.softcap = chunk, ignore_index, softcap
+        return loss
+
+    @staticmethod
+    def backward(ctx, go):
+        h, weight, y, lse = ctx.saved_tensors
+        acc, (need_h, need_w) = lse.dtype, ctx.needs_input_grad[:2]
+        gh = torch.empty_like(h) if need_h else None
+        gw = torch.zeros(weight.shape, dtype=acc, device=weight.device) if need_w else None
+        for s in range(0, len(h), ctx.chunk):
+            hc, yc = h[s:s+ctx.chunk], y[s:s+ctx.chunk]
+            z, t = _chunk_logits(hc, weight, acc, ctx.softcap)  # recomputed: one chunk at a time
+            keep = yc != ctx.ignore_index
+            t_y = yc.masked_fill(~keep, 0)[:, None]
+            scale = go[s:s+ctx.chunk, None].to(acc)  # each row's upstream gradient
+            g = _dlogits_(z, lse[s:s+ctx.chunk], t_y, keep, t, scale).to(h.dtype)
+            if need_h: gh[s:s+ctx.chunk] = g @ weight
+            if need_w: gw += g.T.to(acc) @ hc.to(acc)
+        return gh, (gw.to(weight.dtype) if need_w else None), None, None, None, None
+
 # %% ../nbs/10_memory.ipynb #58d462c0
 class ChunkedLMLoss(LMLoss):
-    "`LMLoss` whose sum is `linear_cross_entropy`'s, for a model with `hidden()` and a plain head."
-    def sum(self, model:nn.Module, b:LMBatch)->torch.Tensor:
+    "`LMLoss` whose sum and per-token losses are `linear_cross_entropy`'s, for a plain head."
+    def __call__(self, model:nn.Module, b:LMBatch, reduction:str='mean')->torch.Tensor:
+        "As `LMLoss`'s; 'none' gives each token's loss (flat, 0 where ignored) chunk by chunk."
+        if reduction != 'none': return super().__call__(model, b, reduction)
+        return self._chunked(model, b, 'none')
+
+    def sum(self, model:nn.Module, b:LMBatch)->torch.Tensor: return self._chunked(model, b, 'sum')
+
+    def _chunked(self, model, b:LMBatch, reduction:str)->torch.Tensor:
         head = getattr(model, 'lm_head', None)
         if not hasattr(model, 'hidden') or type(head) is not nn.Linear or head.bias is not None:
-            return super().sum(model, b)  # the logits are needed: the plain loss
+            # the logits are needed: the plain loss
+            if reduction == 'sum': return super().sum(model, b)
+            return super().__call__(model, b, 'none')
         h = model.hidden(b.x, doc_ids=b.doc_ids).flatten(0, 1)
         # the model's own soft-capping of its logits (Gemma 2), applied to each chunk
         cap = getattr(getattr(model, 'config', None), 'final_logit_softcapping', None)
-        return linear_cross_entropy(h, head.weight, b.y.flatten(), 'sum', softcap=cap)
+        return linear_cross_entropy(h, head.weight, b.y.flatten(), reduction, softcap=cap)
 
 # %% ../nbs/10_memory.ipynb #a39a334a
 def pick_loss(model:nn.Module, loss:str='auto')->LMLoss:

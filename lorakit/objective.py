@@ -28,11 +28,12 @@ class LMBatch:
     def to(self, device)->LMBatch:
         "The batch on `device`."
         d = None if self.doc_ids is None else self.doc_ids.to(device)
-        return LMBatch(self.x.to(device), self.y.to(device), d)
+        return type(self)(self.x.to(device), self.y.to(device), d)
     def __len__(self)->int: return len(self.x)
     def __getitem__(self, r)->LMBatch:
         "Rows `r` of the batch: an index, a slice, or a tensor of row numbers."
-        return LMBatch(self.x[r], self.y[r], None if self.doc_ids is None else self.doc_ids[r])
+        d = None if self.doc_ids is None else self.doc_ids[r]
+        return type(self)(self.x[r], self.y[r], d)
     @property
     def count(self)->int: return int((self.y != -100).sum())  # the labelled tokens
 
@@ -44,6 +45,7 @@ class LMLoss:
     Batch = LMBatch # the batch type this objective reads
     def batch(self, t:tuple)->LMBatch: return self.Batch(*t)  # from a loader's tuple
     def count(self, b:LMBatch)->int: return b.count  # what `b` weighs: its labelled tokens
+    def metrics(self, reduce=None)->dict: return {}  # a DPO loss reports its rewards here
 
     def __call__(self, model:nn.Module, b:LMBatch, reduction:str='mean')->torch.Tensor:
         "`model`'s loss on `b`: the 'mean' over its labelled tokens, the 'sum', or each ('none')."
@@ -107,8 +109,9 @@ def evaluate_lm(model:nn.Module,
                 doc_ids:torch.Tensor|None=None, # each position's document (`LMData.dv`)
                 loss_fn:LMLoss|None=None, # the objective; None: `LMLoss()`
                )->float:
-    "Mean loss over the labelled tokens of `eval_rows`, in eval mode, added up in float64."
-    loss_fn, b = loss_fn or LMLoss(), LMBatch(x, y, doc_ids)
+    "Mean loss over what `loss_fn` counts (tokens) in `eval_rows`, in eval mode, added in float64."
+    loss_fn = loss_fn or LMLoss()
+    b = loss_fn.batch((x, y, doc_ids))  # the objective's own batch type: a pair loss reads pairs
     rows = eval_rows(len(x), bs, max_batches).to(x.device)
     was_training, total, n = model.training, 0., 0
     model.eval()

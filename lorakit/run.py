@@ -165,10 +165,12 @@ class OneProcess:
     def report(self, out:Path): "Nothing to gather from other processes."
 
 # %% ../nbs/07a_run.ipynb #20ac5f7a
-# checkpoint/ and ranks.json: a sharded run's (11_fsdp); the last seven: the instruments' (09)
+# checkpoint/ and ranks.json: a sharded run's (11_fsdp); ref_logps.safetensors: a preference run's
+# reference log-probs (14_dpo, 98_finetune); the last seven: the instruments' (09)
 RUN_FILES = ('config.json', 'metrics.jsonl', 'checkpoint.pt', 'checkpoint', 'ranks.json',
-             'curves.png', 'samples.txt', 'adapter', 'grad_norms.json', 'grad_norms.png',
-             'spikes.jsonl', 'activations.json', 'activations.png', 'trace.json', 'profile.txt')
+             'ref_logps.safetensors', 'curves.png', 'samples.txt', 'adapter', 'grad_norms.json',
+             'grad_norms.png', 'spikes.jsonl', 'activations.json', 'activations.png', 'trace.json',
+             'profile.txt')
 RUN_MARK = '.lorakit-run'  # in every run directory lorakit makes: --overwrite deletes in no other
 
 def check_out_apart(out:Path, # the run directory
@@ -274,7 +276,8 @@ class RunDir(Callback):
                  group=None, # `OneProcess()`, or 11_fsdp's `Sharded`
                  resume:bool=False, # restore the checkpoint in `cfg.out` at `begin_fit`
                  stop:threading.Event|None=None, # set: save the step, then stop (all ranks)
-                 before:float|None=None): # the model's validation loss, if measured: step 0's
+                 # the model's validation loss, or `validate`'s record, if measured: step 0's
+                 before:float|dict|None=None):
         self.out, self.cfg, self.data = cfg.out and Path(cfg.out), cfg, data
         self.config, self.fp = asdict(cfg), fingerprint(data.xt, data.yt, data.dt)
         self.group = group or OneProcess()
@@ -340,8 +343,9 @@ def begin_fit(self:RunDir, s:LoopState):
         self._io('config.json', lambda: _write_text(self.out/'config.json', config))
         self._io('metrics.jsonl', lambda: _write_text(self.out/'metrics.jsonl', metrics))
     if s.step == 0:  # the curves start at the model as it was given
-        valid = validate(s.model, self.data, self.cfg) if self.before is None else self.before
-        self.log({'step': 0, 'valid_loss': valid})
+        b = self.before
+        if b is None: b = validate(s.model, self.data, self.cfg, s.loss_fn)
+        self.log({'step': 0} | (b if isinstance(b, dict) else {'valid_loss': b}))
 
 @patch
 def end_step(self:RunDir, s:LoopState):
@@ -366,7 +370,7 @@ def train(model:nn.Module, # a model whose trainable parameters (the LoRA weight
           callbacks:list=(), # `Callback`s, called in order at each hook point
           loss_fn=None, # the objective, a loss object (05b); None: `LMLoss()`
           group=None, # the processes that share the run: `OneProcess()`, or 11_fsdp's `Sharded`
-          before:float|None=None, # `model`'s validation loss, if measured already: step 0's record
+          before:float|dict|None=None, # `model`'s validation loss or record, if measured: step 0's
          )->list[dict]:
     "`fit` keeping the run directory `cfg.out`: resumable, stopped by Ctrl-C after the step."
     cfg, group = cfg or TrainConfig(), group or OneProcess()

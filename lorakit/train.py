@@ -18,13 +18,17 @@ from .qlora import QUANT_FLAGS
 from .pretrain import base_path
 
 # %% auto #0
-__all__ = ['OPTIMIZERS', 'SETTINGS', 'DataSettings', 'ModelSettings', 'OptimizerSettings', 'SpeedSettings', 'RunSettings',
-           'TrainConfig', 'settings_docs', 'job_model_path', 'job_inputs', 'job_docs', 'job_dtype', 'make_optimizer',
-           'span', 'backward_tokens', 'grad_checkpointing', 'compile_layers', 'progress_bar', 'LoopState', 'Callback',
-           'NonFiniteError', 'validate', 'fit', 'plot_history', 'sample_text']
+__all__ = ['PREF_LOSSES', 'REF_MODES', 'OPTIMIZERS', 'SETTINGS', 'REWARD_KEYS', 'DataSettings', 'ModelSettings',
+           'OptimizerSettings', 'SpeedSettings', 'RunSettings', 'TrainConfig', 'settings_docs', 'job_model_path',
+           'job_inputs', 'job_docs', 'job_dtype', 'make_optimizer', 'span', 'backward_tokens', 'grad_checkpointing',
+           'compile_layers', 'progress_bar', 'LoopState', 'Callback', 'NonFiniteError', 'validate', 'fit',
+           'plot_history', 'sample_text']
 
 # %% ../nbs/07_train.ipynb #ce4657b4
 _losses = ('auto', 'chunked', 'plain')  # `SCHEDULES` are 05b's, `QUANT_FLAGS` 04's
+# the preference losses of 14_dpo's `DPOLoss`, which a job on pairs takes
+PREF_LOSSES = ('dpo', 'simpo')
+REF_MODES = ('auto', 'on', 'off') # --precompute-ref
 # the optimizers `train` offers: the torch.optim class, its settings, and the state tensors it keeps
 # per weight (10_memory's `estimate_memory` counts them)
 OPTIMIZERS = {'adamw': (torch.optim.AdamW, {}, 2),
@@ -83,6 +87,9 @@ class OptimizerSettings:
     # 'adamw', 'radam' (Adam rectified: no warm-up needed) or 'sgd-momentum' (momentum 0.9)
     optimizer:str='adamw'
     weight_decay:float=0.0 # decoupled from the gradient (AdamW, RAdam); with SGD, L2 on it
+    # with preference pairs (14_dpo): how far the policy may move from the reference; the
+    # DPO loss is -logsigmoid(beta x the margin of log-prob ratios)
+    beta:float=0.1
 
 # %% ../nbs/07_train.ipynb #2a86a341
 @dataclass
@@ -93,8 +100,13 @@ class SpeedSettings:
     # seconds to a minute; or the name of another torch.compile backend
     compile:str='off'
     # 'chunked' (never holds the full logits), 'plain', or 'auto': chunked where the vocabulary is
-    # over twice the hidden size (10_memory's `pick_loss`: the job's loss object)
+    # over twice the hidden size (10_memory's `pick_loss`: the job's loss object); with preference
+    # pairs, 'dpo' (the default there) or 'simpo' (14_dpo's variants), their token loss 'auto'
     loss:str='auto'
+    # with preference pairs: the reference's log-probs computed once before training and kept in
+    # the run directory ('on'), or by the adapters-off forward at each micro-batch ('off');
+    # 'auto': on when the run's steps see every training pair at least once
+    precompute_ref:str='auto'
     autocast:bool|None=None # bf16 autocast; None: on for a GPU that supports bf16
 
 # %% ../nbs/07_train.ipynb #0d4d89e1
@@ -160,7 +172,10 @@ def _check_config(c:TrainConfig):
     check_arg('--quant', c.quant, c.quant in QUANT_FLAGS, f'one of {QUANT_FLAGS}')
     check_arg('--optimizer', c.optimizer, c.optimizer in OPTIMIZERS, f'one of {tuple(OPTIMIZERS)}')
     check_arg('--schedule', c.schedule, c.schedule in SCHEDULES, f'one of {SCHEDULES}')
-    check_arg('--loss', c.loss, c.loss in _losses, f'one of {_losses}')
+    check_arg('--loss', c.loss, c.loss in _losses + PREF_LOSSES, f'one of {_losses + PREF_LOSSES}')
+    check_arg('--beta', c.beta, _is_num(c.beta) and c.beta > 0, 'a number > 0')
+    check_arg('--precompute-ref', c.precompute_ref, c.precompute_ref in REF_MODES,
+              "'on', 'off' or 'auto'")
     check_arg('--on-bad', c.on_bad, c.on_bad in ('stop', 'skip'), "'stop' or 'skip'")
     check_arg('--dist-timeout', c.dist_timeout, _is_num(c.dist_timeout) and c.dist_timeout > 0,
               'a number of seconds > 0')
@@ -323,11 +338,17 @@ def _to(t:torch.Tensor|None, dev)->torch.Tensor|None: return None if t is None e
 def _eval_every(cfg:TrainConfig)->int:
     return cfg.eval_every or (max(1, cfg.steps // 5) if cfg.steps >= 25 else cfg.steps)
 
-def validate(model:nn.Module, data:LMData, cfg:TrainConfig)->float:
-    "The validation loss: over every held-out row, or `cfg.eval_batches` batches spread over them."
+def validate(model:nn.Module, data:LMData, cfg:TrainConfig,
+             loss_fn:LMLoss|None=None, # the loop's objective; None: `LMLoss()`
+            )->dict:
+    "The record of a validation: 'valid_loss', and `loss_fn.metrics()` prefixed 'valid_'."
     dev = next(model.parameters()).device
     x, y, d = data.xv.to(dev), data.yv.to(dev), _to(data.dv, dev)
-    return evaluate_lm(model, x, y, cfg.bs, cfg.eval_batches, d)
+    # a sharded loss (11_fsdp) evaluates with the loss it wraps: every rank scores every row
+    f = getattr(loss_fn, 'loss_fn', loss_fn) or LMLoss()
+    f.metrics()  # what it measured before is not this validation's
+    loss = evaluate_lm(model, x, y, cfg.bs, cfg.eval_batches, d, f)
+    return {'valid_loss': loss} | {f'valid_{k}': v for k, v in f.metrics().items()}
 
 # %% ../nbs/07_train.ipynb #dbd6c1a0
 def _fire(cbs, event:str, s:LoopState):
@@ -359,7 +380,7 @@ def _step(s:LoopState, batches, sched, amp, cbs)->dict:
             s.opt.step()
         s.opt.zero_grad(set_to_none=True)
     rec = dict(step=s.step, loss=s.loss, lr=s.opt.param_groups[0]['lr'], grad_norm=s.grad_norm)
-    return rec | ({'skipped': True} if s.skip else {})
+    return rec | s.loss_fn.metrics() | ({'skipped': True} if s.skip else {})
 
 # %% ../nbs/07_train.ipynb #fe0db75e
 def _use_autocast(device)->bool: return device.type == 'cuda' and torch.cuda.is_bf16_supported()
@@ -376,7 +397,7 @@ def _run_step(s:LoopState, data:LMData, batches, sched, amp, cbs)->dict:
     "One step of `fit`: run it, validate when it is time, and add its record to the history."
     s.rec = rec = _step(s, batches, sched, amp, cbs)
     if s.step % _eval_every(s.cfg) == 0 or s.step == s.cfg.steps:
-        rec['valid_loss'] = validate(s.model, data, s.cfg)
+        rec |= validate(s.model, data, s.cfg, s.loss_fn)
     _fire(cbs, 'after_step', s)
     s.history.append(rec)
     return rec
@@ -417,13 +438,20 @@ def fit(model:nn.Module, # a model whose trainable parameters (the LoRA weights)
     return s.history
 
 # %% ../nbs/07_train.ipynb #199d5970
+# the reward curves of a preference run (14_dpo's `DPOLoss.metrics`), by their TRL names
+REWARD_KEYS = {'rewards/chosen': 'reward of chosen', 'rewards/rejected': 'reward of rejected',
+               'rewards/margins': 'reward margin', 'rewards/accuracies': 'reward accuracy'}
+
 def plot_history(history:list[dict], # `fit`'s records, or the lines of a run's metrics.jsonl
                  path:str|Path|None=None, # write a PNG there
                  title:str|None=None,
                 ):
-    "Train and valid loss, learning rate and grad norm by step: a closed figure, to show or save."
+    "Loss, learning rate and grad norm by step, and the rewards if any: a closed figure."
     import matplotlib.pyplot as plt
-    fig, axs = plt.subplots(1, 3, figsize=(12, 3))
+    rewards = any(k in h or f'valid_{k}' in h for h in history for k in REWARD_KEYS)
+    fig = plt.figure(figsize=(12, 6 if rewards else 3))
+    gs = fig.add_gridspec(2 if rewards else 1, 12)
+    axs = [fig.add_subplot(gs[0, 4*i:4*i+4]) for i in range(3)]
     def curve(ax, key, *a, **kw):
         hs = [h for h in history if key in h]
         ax.plot([h['step'] for h in hs], [h[key] for h in hs], *a, **kw)
@@ -433,6 +461,12 @@ def plot_history(history:list[dict], # `fit`'s records, or the lines of a run's 
     curve(axs[1], 'lr')
     curve(axs[2], 'grad_norm')
     for ax, t in zip(axs, ('loss', 'learning rate', 'grad norm')): ax.set(title=t, xlabel='step')
+    for i, (k, t) in enumerate(REWARD_KEYS.items() if rewards else ()):
+        ax = fig.add_subplot(gs[1, 3*i:3*i+3])
+        curve(ax, k, alpha=0.5, label='train')
+        curve(ax, f'valid_{k}', 'o-', label='valid')
+        ax.set(title=t, xlabel='step')
+        ax.legend()
     if title: fig.suptitle(title)
     fig.tight_layout()
     plt.close(fig)  # pyplot keeps no figure open: the caller shows or saves this one
