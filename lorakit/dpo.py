@@ -212,7 +212,7 @@ def precompute_ref(model:nn.Module, # the model with LoRA; it is run with the ad
 def _hash_tensor(h, t:torch.Tensor):
     t = t.detach().cpu().contiguous()
     h.update(f"{t.dtype}{tuple(t.shape)}".encode())
-    if t.numel(): h.update(t.view(torch.uint8).numpy())  # its bytes, not copied
+    if t.numel(): h.update(t.reshape(-1).view(torch.uint8).numpy())  # its bytes, as they are
 
 def ref_key(model:nn.Module, # the model with LoRA whose base gives the reference
             data, # `LMData` of pair rows
