@@ -65,11 +65,12 @@ class LoRALinear(nn.Module):
         self.B = nn.Parameter(torch.zeros(base.out_features, r, **kw))
         self.dropout = nn.Dropout(dropout) if dropout else nn.Identity()
         self.merged = False
+        self.enabled = True  # False: the layer computes its base alone (`14_dpo`'s reference)
         self.reset_lora(init)
 
     def forward(self, x):
         y = self.base(x)
-        if self.merged: return y
+        if self.merged or not self.enabled: return y
         h = F.linear(self.dropout(x).to(self.A.dtype), self.A)
         if h.dtype != y.dtype: return y + (self.scale * F.linear(h, self.B)).to(y.dtype)
         # y + scale * (h @ B.T) as one BLAS call, instead of a matmul, a multiply and an add
