@@ -48,23 +48,23 @@ def hf_tokenizer():
     from lorakit.model import smollm2_checkpoint
     return AutoTokenizer.from_pretrained(smollm2_checkpoint())
 
-def _n_tokens(tok, msgs)->int:
-    return len(tok(tok.apply_chat_template(msgs, tokenize=False), add_special_tokens=False)['input_ids'])
-
-def pairs(a, tok)->list[dict]:
-    "The step's `a.pairs` pairs as TRL's conversational rows, each sequence at most `a.seq_len` tokens."
+def pairs(a)->list[dict]:
+    "The step's `a.pairs` pairs as TRL's rows, each sequence at most `a.seq_len` tokens as TRL tokenizes them."
+    from lorakit.data import load_tokenizer
+    from lorakit.model import smollm2_checkpoint
+    from lorakit.prefs import Pair, encode_pair
     try:
         from lorakit.prefs import pydoc_prefs
-        rows = [dict(prompt=p.prompt, chosen=p.chosen, rejected=p.rejected) for p in pydoc_prefs()]
+        ps = pydoc_prefs()
     except ImportError:
         from lorakit.instruct import pydoc_chats
         cs = pydoc_chats()
-        rows = [dict(prompt=c.messages[:1], chosen=c.messages[1:], rejected=cs[(i + 1) % len(cs)].messages[1:])
-                for i, c in enumerate(cs)]
-    fits = lambda r: max(_n_tokens(tok, r['prompt'] + r[k]) for k in ('chosen', 'rejected')) <= a.seq_len
-    out = [r for r in rows if fits(r)][:a.pairs]
+        ps = [Pair(c.messages[:1], c.messages[1:], cs[(i + 1) % len(cs)].messages[1:]) for i, c in enumerate(cs)]
+    tok = load_tokenizer(smollm2_checkpoint())
+    fits = lambda P, C, R: len(P) + max(len(C), len(R)) <= a.seq_len
+    out = [dict(prompt=p.prompt, chosen=p.chosen, rejected=p.rejected) for p in ps if fits(*encode_pair(p, tok))]
     if len(out) < a.pairs: sys.exit(f"only {len(out)} pairs fit in --seq-len {a.seq_len}: raise it or lower --pairs")
-    return out
+    return out[:a.pairs]
 
 def set_lora(named:dict, r:int):
     "Give every LoRA layer (`name -> (A, B)` parameters) the same seeded non-zero weights on both sides."
@@ -122,7 +122,7 @@ def trl_side(a, pre:bool):
     # would copy its adapter into a second one, 'ref', and use that)
     lora = LoraConfig(r=a.r, lora_alpha=2*a.r, target_modules='all-linear', lora_dropout=0.)
     trainer = DPOTrainer(model=model, ref_model=None, args=cfg, processing_class=tok, peft_config=lora,
-                         train_dataset=Dataset.from_list(pairs(a, tok)))
+                         train_dataset=Dataset.from_list(pairs(a)))
     model = trainer.model
     assert 'ref' not in model.peft_config, "TRL made a reference adapter: its reference is not the base"
     named = {n.removeprefix('base_model.model.'): (m.lora_A['default'].weight, m.lora_B['default'].weight)
@@ -157,7 +157,7 @@ def lorakit_side(a, pre:bool):
     model = Llama.from_pretrained(ckpt, dtype='float32', device='cpu', quant=QuantSpec(double_quant=a.dq))
     model = add_lora(model, r=a.r, alpha=2*a.r, dropout=0.)
     set_lora({n: (m.A, m.B) for n, m in lora_modules(model).items()}, a.r)
-    ps = [Pair(**r) for r in pairs(a, hf_tokenizer())]
+    ps = [Pair(**r) for r in pairs(a)]
     # pref_data holds at least one pair out: a copy of the first, so the rows are the step's pairs, once each
     data, _, skipped = pref_data(ps + ps[:1], load_tokenizer(ckpt), a.seq_len, valid_pct=1e-6)
     assert len(data.xt) == a.pairs and not skipped, f"{len(data.xt)} pairs, skipped {skipped}"
@@ -273,8 +273,9 @@ def report(a, kinds, res):
         print(f"| {KINDS[k]} | " + ' | '.join('–' if m[n] is None else f"{m[n]:.6g}" for n in METRICS) + " |")
     for ours, theirs in (('lorakit', 'trl'), ('lorakit_pre', 'trl_pre')):
         if ours in res and theirs in res:
-            d = max(abs(res[ours]['m0'][n] - res[theirs]['m0'][n]) for n in METRICS)
-            print(f"\nstep 0, {KINDS[ours]} against {KINDS[theirs]}: largest difference {d:.2e}", end='')
+            m, t = res[ours]['m0'], res[theirs]['m0']
+            d = max(abs(m[n] - t[n]) / abs(t[n]) for n in METRICS if t[n])
+            print(f"\nstep 0, {KINDS[ours]} against {KINDS[theirs]}: largest relative difference {d:.1e}", end='')
     trl = [k for k in kinds if k.startswith('trl')]
     if trl:
         d, f = max(res[k]['nf4'] for k in trl), max(res[k]['nf4_frac'] for k in trl)
