@@ -34,7 +34,7 @@ def adapters_off(model:nn.Module, # a model with `LoRALinear` layers (from `add_
     finally:
         for m, on in zip(ms, was): m.enabled = on
 
-# %% ../nbs/14_dpo.ipynb #e1e4e656
+# %% ../nbs/14_dpo.ipynb #20826b8e
 def _halves(t:torch.Tensor|None)->torch.Tensor|None:
     "(n, 2L) pair rows as (2n, L) sequences: the n chosen, then the n rejected."
     return None if t is None else torch.cat(t.chunk(2, dim=1), 0)
@@ -62,7 +62,7 @@ class PairBatch:
     @property
     def count(self)->int: return len(self.x)  # the pairs: what a step's mean is over
 
-# %% ../nbs/14_dpo.ipynb #4db264ca
+# %% ../nbs/14_dpo.ipynb #b0c62ccc
 @patch
 def seqs(self:PairBatch)->LMBatch:
     "The 2n sequences, chosen then rejected, cut after the last labelled position of any."
@@ -71,14 +71,14 @@ def seqs(self:PairBatch)->LMBatch:
     end = int(lab[-1]) + 1 if len(lab) else 1
     return LMBatch(x[:, :end], y[:, :end], None if d is None else d[:, :end])
 
-# %% ../nbs/14_dpo.ipynb #1a1ff68f
+# %% ../nbs/14_dpo.ipynb #1628208c
 def seq_logps(lm, # an LM loss: `lm(model, LMBatch, 'none')` gives each position's loss
               model:nn.Module, b:LMBatch)->torch.Tensor:
     "log π(y|x) of each row of `b`: minus the sum of its labelled tokens' losses."
     tok = lm(model, b, 'none')
     return -tok.view(len(b.x), -1).sum(1)
 
-# %% ../nbs/14_dpo.ipynb #63744ace
+# %% ../nbs/14_dpo.ipynb #9938345f
 KINDS = ('dpo', 'simpo')  # the preference losses `DPOLoss` computes
 _METRICS = ('rewards/chosen', 'rewards/rejected', 'rewards/margins', 'rewards/accuracies',
             'logps/chosen', 'logps/rejected')
@@ -94,10 +94,11 @@ class DPOLoss:
                 ):
         check_arg('kind', kind, kind in KINDS, f'one of {KINDS}')
         check_arg('beta', beta, isinstance(beta, (int, float)) and beta > 0, 'a number > 0')
+        check_arg('gamma', gamma, isinstance(gamma, (int, float)) and gamma >= 0, 'a number >= 0')
         self.beta, self.kind, self.lm, self.ref, self.gamma = beta, kind, lm or LMLoss(), ref, gamma
         self._sums = torch.zeros(len(_METRICS) + 1, dtype=torch.float64)
     def batch(self, t:tuple)->PairBatch: return self.Batch(*t)  # from a loader's tuple
-    def count(self, b:PairBatch)->int: return b.count  # what `b` weighs: its pairs
+    def count(self, b:PairBatch)->int: return len(b.x)  # what `b` weighs: its pairs
 
     def __call__(self, model:nn.Module, b:PairBatch, reduction:str='mean')->torch.Tensor:
         "The loss on `b`: the 'mean' over its pairs, the 'sum', or each pair's ('none')."
@@ -111,7 +112,7 @@ class DPOLoss:
         "The summed loss over the pairs: what the loop backpropagates."
         return self.losses(model, b).sum()
 
-# %% ../nbs/14_dpo.ipynb #db5c424c
+# %% ../nbs/14_dpo.ipynb #cbed5a5c
 @patch
 def ref_logps(self:DPOLoss, model:nn.Module, b:PairBatch, s:LMBatch)->torch.Tensor:
     "The reference's (2n,) log-probs: from the table `ref`, or a forward with the adapters off."
@@ -121,6 +122,7 @@ def ref_logps(self:DPOLoss, model:nn.Module, b:PairBatch, s:LMBatch)->torch.Tens
 @patch
 def losses(self:DPOLoss, model:nn.Module, b:PairBatch)->torch.Tensor:
     "Each pair's loss, one forward for chosen and rejected; the metrics are added up on the way."
+    if not isinstance(b, PairBatch): b = PairBatch(b.x, b.y, b.doc_ids)  # pair rows in an LMBatch
     s, n = b.seqs(), len(b)
     lp = seq_logps(self.lm, model, s)
     if self.kind == 'dpo':
@@ -149,7 +151,7 @@ def metrics(self:DPOLoss, reduce=None)->dict:
     if t[-1] == 0: return {}
     return {k: (v / t[-1]).item() for k, v in zip(_METRICS, t[:-1])}
 
-# %% ../nbs/14_dpo.ipynb #91ef94db
+# %% ../nbs/14_dpo.ipynb #becd97d9
 def _row_keys(x:torch.Tensor, y:torch.Tensor)->list[str]:
     "A hash of each pair row's tokens and labels: the same pair gives the same key wherever it is."
     x, y = x.detach().cpu().long(), y.detach().cpu().long()
@@ -169,20 +171,20 @@ class RefLogps:
         self.index = {k: i for i, k in enumerate(self.keys)}
     def __len__(self)->int: return len(self.keys)
 
-# %% ../nbs/14_dpo.ipynb #4f25528c
+# %% ../nbs/14_dpo.ipynb #6e025ce4
 @patch
 def lookup(self:RefLogps, b:PairBatch)->torch.Tensor:
     "The (2n,) reference log-probs of `b`'s pairs, chosen then rejected, on `b`'s device."
     ks = _row_keys(b.x, b.y)
     missing = [i for i, k in enumerate(ks) if k not in self.index]
     if missing:
-        raise KeyError(f"{len(missing)} of the batch's {len(ks)} pairs have no precomputed "
+        raise ValueError(f"{len(missing)} of the batch's {len(ks)} pairs have no precomputed "
                        f"reference log-probs (the table has {len(self)} pairs from other data): "
                        f"run precompute_ref on this data, or train with ref=None")
     lp = self.logps[[self.index[k] for k in ks]]
     return lp.T.reshape(-1).to(b.x.device)
 
-# %% ../nbs/14_dpo.ipynb #69a42e1c
+# %% ../nbs/14_dpo.ipynb #f9fb32e2
 @torch.no_grad()
 def precompute_ref(model:nn.Module, # the model with LoRA; it is run with the adapters off
                    data, # `LMData` of pair rows: the train (`xt`, `yt`) and valid rows are done
@@ -206,16 +208,16 @@ def precompute_ref(model:nn.Module, # the model with LoRA; it is run with the ad
     lp = torch.cat(lps) if lps else torch.zeros(0, 2, dtype=torch.float64)
     return RefLogps(keys, lp, ref_key(model, data) if key is None else key)
 
-# %% ../nbs/14_dpo.ipynb #f285c06d
+# %% ../nbs/14_dpo.ipynb #4b61500d
 def _hash_tensor(h, t:torch.Tensor):
     t = t.detach().cpu().contiguous()
     h.update(f"{t.dtype}{tuple(t.shape)}".encode())
-    h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b'')
+    if t.numel(): h.update(t.view(torch.uint8).numpy())  # its bytes, not copied
 
 def ref_key(model:nn.Module, # the model with LoRA whose base gives the reference
             data, # `LMData` of pair rows
            )->str:
-    "A hash of what the reference log-probs depend on: the base's tensors, the LoRA layout, the rows."
+    "A hash of what reference log-probs depend on: the base's tensors, the LoRA layout, the rows."
     h = hashlib.blake2b(digest_size=16)
     lora = {n for n, m in model.named_modules() if isinstance(m, LoRALinear)}
     for n, t in [*model.named_parameters(), *model.named_buffers()]:
@@ -227,7 +229,7 @@ def ref_key(model:nn.Module, # the model with LoRA whose base gives the referenc
     for t in (data.xt, data.yt, data.xv, data.yv): _hash_tensor(h, t)
     return h.hexdigest()
 
-# %% ../nbs/14_dpo.ipynb #becd97d9
+# %% ../nbs/14_dpo.ipynb #afda15ac
 @patch
 def save(self:RefLogps, path:str|Path)->Path:
     "Write the table to `path` (safetensors, through a temporary file); return `path`."

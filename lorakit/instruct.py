@@ -12,7 +12,8 @@ from .core import *
 from .data import ChatTemplateError, LMData, split_docs
 
 # %% auto #0
-__all__ = ['ROLES', 'ChatError', 'Chat', 'read_chats', 'encode_chat', 'best_fit', 'chat_data', 'pydoc_chats']
+__all__ = ['ROLES', 'ChatError', 'Chat', 'stop_or_skip', 'read_jsonl', 'read_chats', 'encode_chat', 'best_fit', 'chat_data',
+           'pydoc_chats']
 
 # %% ../nbs/06b_instruct.ipynb #e7e1ce1f
 ROLES = ('system', 'user', 'assistant')
@@ -50,41 +51,51 @@ def _chat(d, where:str)->Chat:
     return Chat([dict(role=m['role'], content=m['content']) for m in ms], where)
 
 # %% ../nbs/06b_instruct.ipynb #15ed1e8d
-def _bad(e:ChatError, on_bad:str, skipped:list):
+def stop_or_skip(e:ChatError, # a bad line's or item's problem
+                 on_bad:str, # 'stop' raises it, saying how to go on past it; 'skip' lists it
+                 skipped:list, # where a skipped problem is listed
+                ):
+    "Raise `e`, saying how to go on past it, or list it in `skipped`."
     if on_bad == 'stop':
         raise ChatError(f"{e} (pass on_bad='skip' to leave such lines out)") from None
     skipped.append(str(e))
 
-def _line(raw:bytes, path:Path, n:int)->Chat|None:
-    "The conversation on line `n` of `path`, from its bytes; None for a blank line."
+def _json_line(raw:bytes, path:Path, n:int):
+    "The parsed JSON of line `n` of `path`, from its bytes; None for a blank line."
     try: line = raw.decode('utf-8')
     except UnicodeDecodeError as e:
         raise ChatError(f"{path}:{n}: not UTF-8 (byte {e.start} of the line is "
                         f"{raw[e.start]:#04x}): convert the file, e.g. "
                         f"iconv -f latin1 -t utf-8") from None
     if not line.strip(): return None
-    try: d = json.loads(line)
+    try: return json.loads(line)
     except json.JSONDecodeError as e: raise ChatError(f"{path}:{n}: not JSON ({e.msg})") from None
-    return _chat(d, f"{path}:{n}")
+
+def read_jsonl(path:str|Path, # a .jsonl file
+               parse, # `parse(d, where)`: the item of a parsed line, or a `ChatError`
+               on_bad:str='stop', # 'stop' at the first bad line, or 'skip' it
+               what:str='item', # what a line holds, for messages: 'conversation'
+              )->tuple[list, list[str]]:
+    "The items of a JSONL file, each line parsed by `parse`, and the problems of the lines skipped."
+    check_arg('on_bad', on_bad, on_bad in ('stop', 'skip'), "'stop' or 'skip'")
+    path, items, skipped = Path(path), [], []
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: pass a .jsonl file with one {what} per line")
+    data = path.read_bytes().removeprefix(codecs.BOM_UTF8)  # as some editors start the file
+    for n, raw in enumerate(data.split(b'\n'), 1):  # not splitlines: JSON strings may hold U+2028
+        try:
+            if (d := _json_line(raw, path, n)) is not None: items.append(parse(d, f"{path}:{n}"))
+        except ChatError as e: stop_or_skip(e, on_bad, skipped)
+    if not items:
+        why = f" ({len(skipped)} lines skipped)" if skipped else ''
+        raise ChatError(f"{path} has no {what} to train on{why}")
+    return items, skipped
 
 def read_chats(path:str|Path, # a .jsonl file of conversations
                on_bad:str='stop', # 'stop' at the first bad line, or 'skip' it
               )->tuple[list[Chat], list[str]]:
     "The conversations of a JSONL file, and the problems of the lines skipped."
-    check_arg('on_bad', on_bad, on_bad in ('stop', 'skip'), "'stop' or 'skip'")
-    path, chats, skipped = Path(path), [], []
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: pass a .jsonl file with one conversation "
-                                f"per line")
-    data = path.read_bytes().removeprefix(codecs.BOM_UTF8)  # as some editors start the file
-    for n, raw in enumerate(data.split(b'\n'), 1):  # not splitlines: JSON strings may hold U+2028
-        try:
-            if (c := _line(raw, path, n)) is not None: chats.append(c)
-        except ChatError as e: _bad(e, on_bad, skipped)
-    if not chats:
-        why = f" ({len(skipped)} lines skipped)" if skipped else ''
-        raise ChatError(f"{path} has no conversation to train on{why}")
-    return chats, skipped
+    return read_jsonl(path, _chat, on_bad, 'conversation')
 
 # %% ../nbs/06b_instruct.ipynb #dc3bb83d
 def _kept_end(turn:list, rest:list)->int:
@@ -173,7 +184,7 @@ def chat_data(chats:list[Chat], # from `read_chats`
                                 f"shifted by one): raise seq_len, up to the model's context, or "
                                 f"shorten it")
             rows.append((c, ids, labels))
-        except ChatError as e: _bad(e, on_bad, skipped)
+        except ChatError as e: stop_or_skip(e, on_bad, skipped)
     if not rows: raise ChatError("no conversation fits: see the lines above")
     train, valid = split_docs(rows, valid_pct, seed)
     (xt, yt, dt), (xv, yv, dv) = (_lay_out(rs, seq_len, tok.eos_id, pack) for rs in (train, valid))
