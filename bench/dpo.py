@@ -24,7 +24,8 @@ one, 'ref', and use that). Configurations, each in its own process, `--reps` pro
 - `TRL, precomputed`: the same with `precompute_ref_log_probs=True`.
 Memory: peak RSS of each process (ru_maxrss: includes loading the model and glibc's malloc slack) and the peak of
 live tensors over one step under `lorakit.memory.MemoryTimeline` (plus bitsandbytes' quant_state tensors, which the
-tracker cannot see). The reference pass of the precomputed rows is timed on its own.
+tracker cannot see). The reference pass of the precomputed rows is timed on its own (on both sides it is the
+process's first forward, so it holds one-time costs).
 Loss and rewards at step 0: with B = 0 both are trivial (loss log 2, rewards 0), so every LoRA layer gets the same
 seeded non-zero A and B on both sides first (`set_lora`); then the step-0 loss, rewards and sequence log-probs agree
 as far as the NF4 bases do. The script compares every layer's weight as bitsandbytes dequantizes it (its CPU kernel,
