@@ -194,7 +194,7 @@ def precompute_ref(model:nn.Module, # the model with LoRA; it is run with the ad
                   )->RefLogps:
     "Reference log-probs of every pair of `data`, in one pass in eval mode with the adapters off."
     lm, dev, keys, lps = lm or LMLoss(), next(model.parameters()).device, [], []
-    was = model.training
+    modes = {m: m.training for m in model.modules()}  # each module's own: LoRA may train alone
     model.eval()
     try:
         with adapters_off(model):
@@ -204,7 +204,8 @@ def precompute_ref(model:nn.Module, # the model with LoRA; it is run with the ad
                     lp = seq_logps(lm, model, b.to(dev).seqs()).double().cpu()
                     keys += _row_keys(b.x, b.y)
                     lps.append(lp.view(2, -1).T)
-    finally: model.train(was)
+    finally:
+        for m, t in modes.items(): m.training = t
     lp = torch.cat(lps) if lps else torch.zeros(0, 2, dtype=torch.float64)
     return RefLogps(keys, lp, ref_key(model, data) if key is None else key)
 
