@@ -21,7 +21,7 @@ from .train import *
 from .run import *
 from .adapters import save_adapter
 from .instrument import Instruments
-from .memory import pick_loss
+from .memory import pick_loss, first_jsonl_row
 from .fsdp import Sharded, process_group
 from .nudge import ProxyRun, proxy_config
 from .instruct import read_chats, chat_data
@@ -38,15 +38,7 @@ def _jsonl_files(paths:list)->list[Path]:
     files = lambda p: sorted(p.rglob('*.jsonl')) if p.is_dir() else [p]
     return [f for p in map(Path, paths) for f in files(p)]
 
-def _first_row(cfg:TrainConfig)->dict|None:
-    "The first line of `cfg.data`'s first .jsonl file, parsed; None if there is none."
-    files = _jsonl_files(cfg.data or [])
-    if not files or files[0].suffix != '.jsonl' or not files[0].is_file(): return None
-    with open(files[0], encoding='utf-8-sig', errors='replace') as f:  # a BOM is not a key
-        first = next((l for l in f if l.strip()), '')
-    try: d = json.loads(first)
-    except json.JSONDecodeError: return None
-    return d if isinstance(d, dict) else None
+def _first_row(cfg:TrainConfig)->dict|None: return first_jsonl_row(cfg.data)
 
 def is_pref_job(cfg:TrainConfig)->bool:
     "Whether `cfg` trains on preference pairs (14_dpo): its first .jsonl line has chosen/rejected."
