@@ -9,8 +9,8 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['run_guarded', 'train_parser', 'train_config', 'train_cli', 'merge_parser', 'merge_cli', 'chat_parser', 'chat_cli',
-           'mem_parser', 'mem_config', 'mem_job', 'mem_cli', 'proxy_cli', 'pretrain_cli', 'nudge_parser', 'nudge_cli',
-           'main']
+           'export_parser', 'export_cli', 'mem_parser', 'mem_config', 'mem_job', 'mem_cli', 'proxy_cli', 'pretrain_cli',
+           'nudge_parser', 'nudge_cli', 'main']
 
 # %% ../nbs/99_cli.ipynb #c2e3c492
 def _lorakit_dir()->Path: return Path(importlib.util.find_spec('lorakit').origin).parent.resolve()
@@ -259,6 +259,101 @@ def chat_cli(argv:list[str]|None=None): # the arguments; default: the command li
     "`lorakit-chat`: talk to a chat model, with a trained adapter if given."
     sys.exit(run_guarded('lorakit-chat', _chat, sys.argv[1:] if argv is None else argv))
 
+# %% ../nbs/99_cli.ipynb #e5c498cb
+_GGUF_TYPES = ('f32', 'f16', 'bf16', 'q8_0', 'q4_0')  # 08a's GGUF_TYPES, read without torch
+
+def export_parser()->argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog='lorakit-export',
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                                description="Write a model, with a LoRA adapter merged in, or "
+                                "the adapter alone, as a GGUF file that llama.cpp and Ollama run, "
+                                "and an Ollama Modelfile beside it.")
+    p.add_argument('--model', required=True,
+                   help='the base: a checkpoint directory or a .gguf file')
+    p.add_argument('--adapter', default=None, help="a LoRA adapter directory (lorakit's or "
+                   "PEFT's), e.g. a run's adapter/; without it, the base alone")
+    p.add_argument('--out', required=True, help='the .gguf file to write')
+    p.add_argument('--type', default='f16', choices=_GGUF_TYPES,
+                   help="the weights' type in a merged model's file")
+    p.add_argument('--adapter-only', action='store_true', help="write the adapter alone, as "
+                   "llama.cpp's GGUF LoRA (llama.cpp's --lora, Ollama's ADAPTER), for the base "
+                   "--model, which must then be a .gguf file")
+    p.add_argument('--base', default='auto', choices=('auto', 'nf4', 'original'),
+                   help="merge into the weights the adapter was trained on ('auto'), the "
+                   "dequantized NF4 weights, or the original ones")
+    p.add_argument('--modelfile', default=None, help="the Ollama Modelfile to write; default: "
+                   "beside --out, named after it (model.gguf: model.Modelfile); 'none': none")
+    p.add_argument('--overwrite', action='store_true', help='replace --out and the Modelfile')
+    return p
+
+def _named(p:Path, start:Path)->str:
+    "`p` as a Modelfile names it: relative to the Modelfile's directory if inside, else absolute."
+    p, start = p.resolve(), start.resolve()
+    return f'./{p.relative_to(start).as_posix()}' if p.is_relative_to(start) else str(p)
+
+def _model_template(model:Path)->str|None:
+    "The chat template of checkpoint `model` (a directory or a .gguf file), or None."
+    from lorakit.data import chat_template, gguf_metadata
+    if model.suffix == '.gguf': return gguf_metadata(model).get('tokenizer.chat_template')
+    return chat_template(model)
+
+def _export_checks(a:argparse.Namespace, out:Path, mf:Path|None):
+    "Everything about the arguments that can be wrong, before anything is read or written."
+    from lorakit.core import check_arg
+    check_arg('--out', a.out, out.suffix == '.gguf', 'a path ending in .gguf')
+    if a.adapter_only and a.adapter is None:
+        raise ValueError("--adapter-only writes an adapter: pass it with --adapter RUN/adapter")
+    if a.adapter_only and Path(a.model).suffix != '.gguf':
+        raise ValueError(f"--adapter-only needs the base as the .gguf file llama.cpp and Ollama "
+                         f"load, and --model {a.model} is not one: write it once with "
+                         f"lorakit-export --model {a.model} --out base.gguf, then pass "
+                         f"--model base.gguf")
+    if out.resolve() == Path(a.model).resolve():
+        raise ValueError(f"--out {out} is the model file: writing there would destroy it; pick "
+                         f"another --out")
+    if mf is None: return
+    check_arg('--modelfile', a.modelfile, mf.resolve() != out.resolve(), 'another path than --out')
+    if mf.exists() and not a.overwrite:
+        raise ValueError(f"{mf} exists: pass --overwrite to replace it, or --modelfile another "
+                         f"path (or none)")
+
+def _export(argv:list[str]):
+    a = export_parser().parse_args(argv)
+    out, model = Path(a.out), Path(a.model)
+    mf = None if a.modelfile == 'none' else Path(a.modelfile or out.with_suffix('.Modelfile'))
+    _export_checks(a, out, mf)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    from lorakit.ollama import ollama_template, write_lora_gguf, write_modelfile
+    template, note = _model_template(model), ''
+    if template is None: note = ' (no TEMPLATE: the model has no chat template)'
+    else:
+        try: ollama_template(template)
+        except ValueError as e:
+            template, note = None, (f" (no TEMPLATE: {e}; Ollama reads the chat template in the "
+                                    f"GGUF file instead)")
+    if a.adapter_only:
+        r = write_lora_gguf(a.adapter, out, model, a.overwrite)
+        what = f"the adapter {a.adapter} as a GGUF LoRA for {model}"
+    else:
+        from lorakit.export import export_gguf
+        r = export_gguf(model, a.adapter, out, a.type, a.base, a.overwrite)
+        what = f"{model} with {a.adapter} merged in" if a.adapter else str(model)
+    mib = out.stat().st_size / 2**20
+    print(f"wrote {out}: {what}, {r['tensors']} tensors, {mib:.1f} MiB", flush=True)
+    if mf is None: return
+    try:
+        frm, ad = (model, out) if a.adapter_only else (out, None)
+        write_modelfile(mf, _named(frm, mf.parent), ad and _named(ad, mf.parent), template,
+                        a.overwrite)
+    except KeyboardInterrupt:  # the GGUF file is whole; say truly what is missing
+        print(f"lorakit-export: interrupted: {out} is written, {mf} is not", file=sys.stderr)
+        raise SystemExit(130) from None
+    print(f"wrote {mf}{note}: ollama create NAME -f {mf}")
+
+def export_cli(argv:list[str]|None=None): # the arguments; default: the command line's
+    "`lorakit-export`: a merged model, or an adapter alone, as GGUF, and an Ollama Modelfile."
+    sys.exit(run_guarded('lorakit-export', _export, sys.argv[1:] if argv is None else argv))
+
 # %% ../nbs/99_cli.ipynb #c2b9ea8c
 _MEM_DOCS = dict(model="a checkpoint directory, its config.json, or a .gguf file: only the "
                  "model's sizes are read; None: lorakit's shipped Shakespeare base")
@@ -465,7 +560,8 @@ def nudge_cli(argv:list[str]|None=None): # the arguments; default: the command l
 
 # %% ../nbs/99_cli.ipynb #b8121d3a
 _COMMANDS = dict(train=train_cli, merge=merge_cli, mem=mem_cli, proxy=proxy_cli,
-                 pretrain=pretrain_cli, nudge=nudge_cli, chat=chat_cli)
+                 pretrain=pretrain_cli, nudge=nudge_cli, chat=chat_cli,
+                 export=export_cli)
 
 def main(argv:list[str]|None=None): # the command and its arguments; default: the command line's
     "`python -m lorakit.cli COMMAND ARGS`: run `lorakit-COMMAND ARGS`."
