@@ -89,11 +89,11 @@ def _warn_nf4(cfg:dict, d:Path):
 def _gguf_pair(name:str, A:torch.Tensor, B:torch.Tensor, cfg:LlamaConfig, arch:str,
                shapes:dict)->tuple[str, torch.Tensor, torch.Tensor]:
     "llama.cpp's name for the weight `name` changes, and (A, B) in its layout, checked on the base."
-    out = gguf_tensor_name(name, arch)
-    if name not in shapes or out == name:
+    if name not in shapes:
         tied = ' (the base ties it to the embeddings)' if name == 'lm_head.weight' else ''
-        raise ValueError(f"the adapter changes {name}, which the base's llama.cpp file has no "
-                         f"tensor for{tied}: export the merged model (export_gguf) instead")
+        raise ValueError(f"the adapter changes {name}, which the base has no weight for{tied}: "
+                         "export the merged model (export_gguf) instead")
+    out = gguf_tensor_name(name, arch)  # refuses a weight llama.cpp's `arch` has no tensor for
     if B.shape[0] != shapes[name][0] or A.shape[1] != shapes[name][1] or A.shape[0] != B.shape[1]:
         raise ValueError(f"the adapter's {name} has A {tuple(A.shape)} and B {tuple(B.shape)}, but "
                          f"the base's weight is {tuple(shapes[name])}: pass the adapter's base")
@@ -104,10 +104,10 @@ def _gguf_pair(name:str, A:torch.Tensor, B:torch.Tensor, cfg:LlamaConfig, arch:s
 def _check_out_file(out:Path, overwrite:bool):
     "Refuse a directory, or a file that exists unless `overwrite`."
     if out.is_dir():
-        raise ValueError(f"{out} is a directory: pass a file name, e.g. {out}/adapter.gguf")
+        raise IsADirectoryError(f"{out} is a directory: pass a file's path, e.g. {out}/x.gguf")
     if out.exists() and out.stat().st_size and not overwrite:
-        raise ValueError(f"{out} exists: pass overwrite=True (--overwrite) to replace it, "
-                         "or pick another path")
+        raise FileExistsError(f"{out} exists: pass overwrite=True (--overwrite) to replace it, "
+                              "or pick another path")
 
 def write_lora_gguf(adapter_dir:str|Path, # a PEFT-format LoRA adapter (lorakit's or PEFT's)
                     out:str|Path, # the .gguf file to write
@@ -140,7 +140,8 @@ def write_lora_gguf(adapter_dir:str|Path, # a PEFT-format LoRA adapter (lorakit'
         w.write_kv_data_to_file()
         w.write_tensors_to_file()
         w.close()
-    return dict(path=out, bytes=out.stat().st_size, tensors=2*len(pairs), alpha=alpha, arch=arch)
+    return dict(path=str(out), bytes=out.stat().st_size, tensors=2 * len(pairs), alpha=alpha,
+                arch=arch)
 
 # %% ../nbs/08b_ollama.ipynb #d029c0b2
 # The chat formats lorakit writes an Ollama TEMPLATE for. A turn is `head` (with the role's name)
