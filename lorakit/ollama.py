@@ -127,7 +127,7 @@ def write_lora_gguf(adapter_dir:str|Path, # a PEFT-format LoRA adapter (lorakit'
     if odd := [n for n, A, _ in pairs if A.shape[0] != r]:
         raise ValueError(f"{odd[0]} has rank {r} in adapter_config.json but not in the file: "
                          "the adapter is inconsistent; write it again")
-    alpha = lcfg['lora_alpha'] * (math.sqrt(r) if lcfg.get('use_rslora') else 1)
+    alpha = float(lcfg['lora_alpha']) * (math.sqrt(r) if lcfg.get('use_rslora') else 1)
     with atomic_path(out) as tmp:
         w = gguf.GGUFWriter(tmp, arch)
         w.add_type(gguf.GGUFType.ADAPTER)
