@@ -4,7 +4,7 @@
 
 # %% ../nbs/05a_gguf.ipynb #097c7e9c
 from __future__ import annotations
-import functools, json, math, numbers, os, shutil
+import functools, json, math, numbers, os, shutil, subprocess, sys, tempfile
 import numpy as np
 from pathlib import Path
 import torch
@@ -19,7 +19,7 @@ __all__ = ['LLAMA_CPP_PYTHON', 'gguf_name', 'dequant_q8_0', 'dequant_q4_0', 'deq
            'dequant_q4_k', 'dequant_q5_k', 'dequant_q6_k', 'quant_q8_0', 'quant_q4_0', 'quant_q5_0', 'quant_q4_1',
            'quant_q5_1', 'quantize_gguf', 'GGUFFile', 'gguf_hf_config', 'gguf_config', 'gguf_checkpoint',
            'weight_sources', 'load_llama', 'read_model_config', 'tensor_shapes', 'llama_cpp_source', 'gemma3_gguf',
-           'llama_cpp_python']
+           'llama_cpp_python', 'LlamaCpp']
 
 # %% ../nbs/05a_gguf.ipynb #eefe7534
 _GGUF_TOP = {'token_embd': 'model.embed_tokens', 'output_norm': 'model.norm', 'output': 'lm_head'}
@@ -520,7 +520,7 @@ def _pip_error(out:str)->str:
 def llama_cpp_python(version:str=LLAMA_CPP_PYTHON, # a llama-cpp-python release on PyPI
                     )->Path:
     "llama-cpp-python's `llama_cpp` package, built once from PyPI's source into lorakit's cache."
-    import fcntl, subprocess, sys, tempfile
+    import fcntl
     d = cache_dir(f'llama-cpp-python-{version}')
     if (d/'llama_cpp'/'__init__.py').is_file(): return d
     if _no_compiler(): raise RuntimeError(f"no C++ compiler found: {_BUILD_FIX}")
@@ -543,3 +543,173 @@ def llama_cpp_python(version:str=LLAMA_CPP_PYTHON, # a llama-cpp-python release 
             if d.exists(): shutil.rmtree(d)  # a copy without llama_cpp: left by hand
             os.replace(pkg, d)
     return d
+
+# %% ../nbs/05a_gguf.ipynb #a66607af
+_CHILD = r'''
+import json, os, sys
+answers = os.fdopen(os.dup(1), 'w')  # llama.cpp may print: its stdout goes to stderr
+os.dup2(2, 1)
+import numpy as np, llama_cpp
+path, lora, n_ctx = sys.argv[1], sys.argv[2] or None, int(sys.argv[3])
+def load(verbose):
+    return llama_cpp.Llama(path, n_ctx=n_ctx, logits_all=True, lora_path=lora, verbose=verbose)
+try: llm = load(False)
+except Exception:  # again, with llama.cpp's log on stderr: it says what was wrong
+    llm = load(True)
+vocab = llama_cpp.llama_model_get_vocab(llm.model)
+
+def logits(ids, out):
+    llm.reset()
+    llm.eval(ids)
+    np.save(out, llm.scores[:len(ids)])
+
+def greedy(ids, n):
+    llm.reset()
+    new = []
+    for t in llm.generate(ids, temp=0.0, top_k=1, repeat_penalty=1.0):
+        new.append(int(t))
+        if len(new) == n or llama_cpp.llama_vocab_is_eog(vocab, t): return new
+
+def tokenize(text, add_special, parse_special):
+    return llm.tokenize(text.encode(), add_bos=add_special, special=parse_special)
+
+def render_chat(messages, add_generation_prompt):
+    tmpl = llama_cpp.llama_model_chat_template(llm.model, None)
+    if tmpl is None: raise ValueError(f'{path} has no tokenizer.chat_template')
+    msgs = (llama_cpp.llama_chat_message * len(messages))(*[
+        llama_cpp.llama_chat_message(m['role'].encode(), m['content'].encode()) for m in messages])
+    size = 0
+    while True:
+        buf = bytes(size)
+        n = llama_cpp.llama_chat_apply_template(tmpl, msgs, len(messages),
+                                                add_generation_prompt, buf, size)
+        if n < 0: raise ValueError("llama_chat_apply_template doesn't know this template")
+        if n <= size: return buf[:n].decode()
+        size = n + 1
+
+def meta(key): return llm.metadata.get(key)
+
+ops = dict(logits=logits, greedy=greedy, tokenize=tokenize, render_chat=render_chat, meta=meta)
+def answer(a):
+    answers.write(json.dumps(a) + '\n')
+    answers.flush()
+answer({'ok': {'n_vocab': llm.n_vocab(), 'n_ctx': llm.n_ctx()}})
+for line in sys.stdin:  # until the parent closes the pipe, or dies
+    req = json.loads(line)
+    try: answer({'ok': ops[req['op']](*req['args'])})
+    except Exception as e: answer({'error': f'{type(e).__name__}: {e}'})
+'''
+
+# %% ../nbs/05a_gguf.ipynb #5ccde9b2
+class LlamaCpp:
+    "llama.cpp itself on a GGUF file (and a GGUF LoRA), in a child process; a context manager."
+    def __init__(self, path:str|Path, # a .gguf model file
+                 lora:str|Path|None=None, # a GGUF LoRA adapter applied to it, as `--lora`
+                 n_ctx:int=512, # the context length: prompt and new tokens together
+                ):
+        for p in (path, lora):
+            if p is not None and not Path(p).is_file(): raise FileNotFoundError(f"no file {p}")
+        self.path, self.lora, self.n_ctx = Path(path), lora and Path(lora), n_ctx
+        self._dir = tempfile.TemporaryDirectory(prefix='lorakit-llama-cpp-')
+        self._log = open(Path(self._dir.name)/'stderr.txt', 'w+')
+        paths = [str(llama_cpp_python()), os.environ.get('PYTHONPATH', '')]
+        cmd = [sys.executable, '-c', _CHILD, str(path), str(lora or ''), str(n_ctx)]
+        self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=self._log, text=True,
+                                      env=os.environ | {'PYTHONPATH': os.pathsep.join(paths)})
+        self.pid = self._proc.pid
+        try: self.n_vocab = self._answer()['n_vocab']  # the child's first line: it loaded
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.close()
+    def __del__(self): self.close()
+    def __repr__(self): return f"LlamaCpp('{self.path}', lora={self.lora!r}, n_ctx={self.n_ctx})"
+
+# %% ../nbs/05a_gguf.ipynb #957bc65e
+def _log_tail(f, n:int=600)->str:
+    "The end of the child's stderr on one line: llama.cpp's last words."
+    f.flush()
+    f.seek(0)
+    return ' '.join(f.read().split())[-n:] or 'no output'
+
+@patch
+def _answer(self:LlamaCpp):
+    "The child's next answer; its error, or its stderr if it died, as a RuntimeError."
+    line = self._proc.stdout.readline()
+    if not line:
+        code = self._proc.wait()
+        raise RuntimeError(f"llama.cpp's process on {self.path} ended (exit code {code}): "
+                           f"{_log_tail(self._log)}")
+    a = json.loads(line)
+    if 'error' in a: raise RuntimeError(f"llama.cpp on {self.path}: {a['error']}")
+    return a['ok']
+
+@patch
+def _ask(self:LlamaCpp, op:str, *args):
+    "Send the request `op(*args)` to the child and return its answer."
+    if self._proc.poll() is not None: raise RuntimeError(f"{self!r} is closed")
+    self._proc.stdin.write(json.dumps({'op': op, 'args': args}) + '\n')
+    self._proc.stdin.flush()
+    return self._answer()
+
+@patch
+def close(self:LlamaCpp):
+    "End the child (it exits when its stdin closes) and remove the temp files."
+    p = getattr(self, '_proc', None)
+    if p is not None and p.poll() is None:
+        p.stdin.close()
+        try: p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    if p is not None: p.stdout.close()
+    if getattr(self, '_log', None) is not None: self._log.close()
+    if getattr(self, '_dir', None) is not None: self._dir.cleanup()
+
+# %% ../nbs/05a_gguf.ipynb #fbe99e9c
+@patch
+def _check_ids(self:LlamaCpp, ids, n_new:int=0)->list[int]:
+    "`ids` as a list of ints, refused unless they are token ids that fit the context."
+    ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+    if not ids or any(not isinstance(i, int) or not 0 <= i < self.n_vocab for i in ids):
+        raise ValueError(f"ids must be a non-empty list of token ids in [0, {self.n_vocab})")
+    if len(ids) + n_new > self.n_ctx:
+        raise ValueError(f"{len(ids)} tokens + {n_new} new exceed n_ctx={self.n_ctx}: "
+                         f"open LlamaCpp with a larger n_ctx")
+    return ids
+
+@patch
+def logits(self:LlamaCpp, ids:list[int])->torch.Tensor:
+    "The (len(ids), vocab) float32 logits llama.cpp gives at every position of `ids`."
+    ids, out = self._check_ids(ids), Path(self._dir.name)/'logits.npy'
+    self._ask('logits', ids, str(out))
+    try: return torch.from_numpy(np.load(out))
+    finally: out.unlink()
+
+@patch
+def greedy(self:LlamaCpp, ids:list[int], n:int)->list[int]:
+    "Up to `n` tokens that llama.cpp's greedy sampler adds to `ids`, the last maybe an EOG token."
+    if not isinstance(n, int) or n < 1: raise ValueError(f"n must be an int >= 1, got {n!r}")
+    return self._ask('greedy', self._check_ids(ids, n), n)
+
+@patch
+def tokenize(self:LlamaCpp, text:str,
+             add_special:bool=False, # add BOS (and EOS) as the file asks
+             parse_special:bool=True, # read `<|im_end|>` and the like as their one token
+            )->list[int]:
+    "llama.cpp's token ids of `text`."
+    return self._ask('tokenize', text, add_special, parse_special)
+
+@patch
+def render_chat(self:LlamaCpp, messages:list[dict], add_generation_prompt:bool=True)->str:
+    "`messages` rendered by llama.cpp's `llama_chat_apply_template` with the file's template."
+    return self._ask('render_chat', [dict(role=m['role'], content=m['content']) for m in messages],
+                     add_generation_prompt)
+
+@patch
+def meta(self:LlamaCpp, key:str)->str|None:
+    "The file's metadata value `key` as llama.cpp reads it (a string), or None."
+    return self._ask('meta', key)
