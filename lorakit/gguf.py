@@ -4,7 +4,7 @@
 
 # %% ../nbs/05a_gguf.ipynb #097c7e9c
 from __future__ import annotations
-import functools, json, math, numbers, shutil
+import functools, json, math, numbers, os, shutil, subprocess, sys, tempfile
 import numpy as np
 from pathlib import Path
 import torch
@@ -16,9 +16,10 @@ from .model import Llama, LlamaConfig, cache_dir, hf_config, weight_files, rope_
 
 # %% auto #0
 __all__ = ['LLAMA_CPP_PYTHON', 'gguf_name', 'dequant_q8_0', 'dequant_q4_0', 'dequant_q4_1', 'dequant_q5_0', 'dequant_q5_1',
-           'dequant_q4_k', 'dequant_q5_k', 'dequant_q6_k', 'GGUFFile', 'gguf_hf_config', 'gguf_config',
-           'gguf_checkpoint', 'weight_sources', 'load_llama', 'read_model_config', 'tensor_shapes', 'llama_cpp_source',
-           'gemma3_gguf']
+           'dequant_q4_k', 'dequant_q5_k', 'dequant_q6_k', 'quant_q8_0', 'quant_q4_0', 'quant_q5_0', 'quant_q4_1',
+           'quant_q5_1', 'quantize_gguf', 'GGUFFile', 'gguf_hf_config', 'gguf_config', 'gguf_checkpoint',
+           'weight_sources', 'load_llama', 'read_model_config', 'tensor_shapes', 'llama_cpp_source', 'gemma3_gguf',
+           'llama_cpp_python', 'LlamaCpp']
 
 # %% ../nbs/05a_gguf.ipynb #eefe7534
 _GGUF_TOP = {'token_embd': 'model.embed_tokens', 'output_norm': 'model.norm', 'output': 'lm_head'}
@@ -111,6 +112,94 @@ _DEQUANT = {'Q8_0': dequant_q8_0, 'Q4_0': dequant_q4_0, 'Q4_1': dequant_q4_1,
             'Q5_0': dequant_q5_0, 'Q5_1': dequant_q5_1,
             'Q4_K': dequant_q4_k, 'Q5_K': dequant_q5_k, 'Q6_K': dequant_q6_k}
 _FLOATS = {'F32': torch.float32, 'F16': torch.float16, 'BF16': torch.bfloat16, 'F64': torch.float64}
+
+# %% ../nbs/05a_gguf.ipynb #d31b5446
+def _fp16_bytes(x:torch.Tensor)->torch.Tensor:
+    "An (n, 1) float32 column as the little-endian bytes of its fp16 rounding: (n, 2) uint8."
+    return x.half().view(torch.uint8)
+
+def _inv(d:torch.Tensor)->torch.Tensor:
+    "1/d, with 0 where d is 0 (a block of zeros)."
+    return torch.where(d == 0, torch.zeros_like(d), 1 / d)
+
+def _round_away(x:torch.Tensor)->torch.Tensor:
+    "x rounded to the nearest integer, halves away from zero (C's roundf), in float32 exactly."
+    a = x.abs()
+    f = a.floor()
+    return x.sign() * (f + (2 * (a - f)).floor())  # a + 0.5 could round up at 0.49999997
+
+def _pack_nibbles(q:torch.Tensor)->torch.Tensor:
+    "(n, 32) 4-bit values as 16 bytes: element j in the low nibble, j + 16 in the high one."
+    return q[:, :16] | (q[:, 16:] << 4)
+
+def _pack_high_bits(q:torch.Tensor)->torch.Tensor:
+    "The fifth bits of (n, 32) 5-bit values as a little-endian 32-bit word, bit j for element j."
+    bits = (q >> 4).reshape(-1, 4, 8).int() << torch.arange(8, device=q.device)
+    return bits.sum(2).to(torch.uint8)
+
+def _signed_absmax(blocks:torch.Tensor)->torch.Tensor:
+    "Each row's element of largest magnitude, with its sign (the first, on a tie): (n, 1)."
+    return blocks.gather(1, blocks.abs().argmax(1, keepdim=True))
+
+# %% ../nbs/05a_gguf.ipynb #9dfcdd53
+def quant_q8_0(blocks:torch.Tensor)->torch.Tensor: # (n, 32) float32
+    "Blocks of 32 weights as llama.cpp's Q8_0: (n, 34) uint8, fp16 d = max|w|/127, 32 int8 q."
+    d = blocks.abs().amax(1, keepdim=True) / 127
+    q = _round_away(blocks * _inv(d)).to(torch.int8).view(torch.uint8)
+    return torch.cat([_fp16_bytes(d), q], 1)
+
+def quant_q4_0(blocks:torch.Tensor)->torch.Tensor: # (n, 32) float32
+    "Blocks of 32 weights as llama.cpp's Q4_0: (n, 18) uint8, fp16 d = w_max/−8, 16 bytes of q."
+    d = _signed_absmax(blocks) / -8
+    q = torch.trunc(blocks * _inv(d) + 8.5).clamp(0, 15).to(torch.uint8)
+    return torch.cat([_fp16_bytes(d), _pack_nibbles(q)], 1)
+
+def quant_q5_0(blocks:torch.Tensor)->torch.Tensor: # (n, 32) float32
+    "Blocks of 32 weights as llama.cpp's Q5_0: (n, 22) uint8, d = w_max/−16, high bits, nibbles."
+    d = _signed_absmax(blocks) / -16
+    q = torch.trunc(blocks * _inv(d) + 16.5).clamp(0, 31).to(torch.uint8)
+    return torch.cat([_fp16_bytes(d), _pack_high_bits(q), _pack_nibbles(q & 15)], 1)
+
+def _quant_affine(blocks:torch.Tensor, top:int)->tuple[torch.Tensor, ...]:
+    "d = (max − min)/top, m = min and the levels 0…top of Q4_1 (top 15) and Q5_1 (top 31)."
+    mn = blocks.amin(1, keepdim=True)
+    d = (blocks.amax(1, keepdim=True) - mn) / top
+    q = torch.trunc((blocks - mn) * _inv(d) + 0.5).clamp(0, top).to(torch.uint8)
+    return _fp16_bytes(d), _fp16_bytes(mn), q
+
+def quant_q4_1(blocks:torch.Tensor)->torch.Tensor: # (n, 32) float32
+    "Blocks of 32 weights as llama.cpp's Q4_1: (n, 20) uint8, fp16 d and m = min, 16 bytes of q."
+    d, m, q = _quant_affine(blocks, 15)
+    return torch.cat([d, m, _pack_nibbles(q)], 1)
+
+def quant_q5_1(blocks:torch.Tensor)->torch.Tensor: # (n, 32) float32
+    "Blocks of 32 weights as llama.cpp's Q5_1: (n, 24) uint8, d, m, high bits, nibbles."
+    d, m, q = _quant_affine(blocks, 31)
+    return torch.cat([d, m, _pack_high_bits(q), _pack_nibbles(q & 15)], 1)
+
+# %% ../nbs/05a_gguf.ipynb #235ef8a9
+_QUANT = {'Q8_0': (quant_q8_0, 2), 'Q4_0': (quant_q4_0, 2), 'Q5_0': (quant_q5_0, 2),
+          'Q4_1': (quant_q4_1, 4), 'Q5_1': (quant_q5_1, 4)}  # and the bytes of fp16 d (and m)
+
+def quantize_gguf(w:torch.Tensor, # (..., cols) float weights, cols a multiple of 32
+                  kind:str, # 'Q8_0', 'Q4_0', 'Q4_1', 'Q5_0' or 'Q5_1'
+                  name:str|None=None, # the tensor's name, for the error messages
+                 )->torch.Tensor:
+    "`w` in llama.cpp's block format `kind`: the bytes that `gguf.quants.quantize` gives."
+    what = f"{name!r}" if name else 'the tensor'
+    if kind not in _QUANT:
+        raise ValueError(f"kind must be one of {', '.join(_QUANT)}, got {kind!r}")
+    if w.ndim == 0 or w.shape[-1] % 32:
+        raise ValueError(f"{kind} stores rows in blocks of 32 weights: {what} has shape "
+                         f"{tuple(w.shape)}; store it as f32 or f16")
+    if n_bad := (~torch.isfinite(w)).sum().item():
+        raise ValueError(f"{what} has {n_bad} NaN or infinite weights: {kind} can't store them")
+    f, n_scale = _QUANT[kind]
+    out = f(w.detach().float().reshape(-1, 32))
+    if torch.isinf(out[:, :n_scale].contiguous().view(torch.float16)).any():
+        raise ValueError(f"{what} has weights too large for {kind}'s fp16 scales (max |w| "
+                         f"{w.abs().max().item():.4g}): store it as f32 or bf16")
+    return out.reshape(*w.shape[:-1], -1)
 
 # %% ../nbs/05a_gguf.ipynb #7fa0381d
 def _gguf_tensor(t, name:str)->torch.Tensor:
@@ -413,3 +502,214 @@ def gemma3_gguf()->Path:
             os.replace(tmp, f)
         finally: tmp.unlink(missing_ok=True)
     return f
+
+# %% ../nbs/05a_gguf.ipynb #7f382cf3
+def _no_compiler()->bool:
+    "Whether this machine lacks the C++ compiler that building llama.cpp needs."
+    return not (os.environ.get('CXX') or any(shutil.which(c) for c in ('c++', 'g++', 'clang++')))
+
+_BUILD_FIX = ("building llama-cpp-python needs cmake and a C/C++ compiler (Debian/Ubuntu: apt "
+              "install build-essential cmake; macOS: xcode-select --install)")
+
+def _pip_error(out:str)->str:
+    "The line of pip's output that says what failed: the last error, else the last line."
+    lines = [l.strip() for l in out.splitlines() if l.strip()]
+    errs = [l for l in lines if 'error' in l.lower() and not l.lower().startswith('note')]
+    return ((errs or lines or ['no output'])[-1])[:300]
+
+def llama_cpp_python(version:str=LLAMA_CPP_PYTHON, # a llama-cpp-python release on PyPI
+                    )->Path:
+    "llama-cpp-python's `llama_cpp` package, built once from PyPI's source into lorakit's cache."
+    import fcntl
+    d = cache_dir(f'llama-cpp-python-{version}')
+    if (d/'llama_cpp'/'__init__.py').is_file(): return d
+    if _no_compiler(): raise RuntimeError(f"no C++ compiler found: {_BUILD_FIX}")
+    d.parent.mkdir(parents=True, exist_ok=True)
+    with open(d.parent/f'.{d.name}.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one process builds; the others wait, then find it
+        if (d/'llama_cpp'/'__init__.py').is_file(): return d
+        with tempfile.TemporaryDirectory(dir=d.parent, prefix=f'.{d.name}.') as tmp:
+            pkg = Path(tmp)/'pkg'
+            cmd = [sys.executable, '-m', 'pip', 'install', '-q', '--no-deps', '--target', pkg,
+                   f'llama-cpp-python=={version}', 'diskcache']
+            r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+            if r.returncode == 0:  # it built: does it load?
+                test = [sys.executable, '-c', 'import llama_cpp']
+                env = os.environ | {'PYTHONPATH': str(pkg)}
+                r = subprocess.run(test, capture_output=True, text=True, env=env)
+            if r.returncode:
+                raise RuntimeError(f"llama-cpp-python=={version} did not build or load "
+                                   f"({_pip_error(r.stdout + r.stderr)}): {_BUILD_FIX}")
+            if d.exists(): shutil.rmtree(d)  # a copy without llama_cpp: left by hand
+            os.replace(pkg, d)
+    return d
+
+# %% ../nbs/05a_gguf.ipynb #a66607af
+_CHILD = r'''
+import json, os, sys
+answers = os.fdopen(os.dup(1), 'w')  # llama.cpp may print: its stdout goes to stderr
+os.dup2(2, 1)
+import numpy as np, llama_cpp
+path, lora, n_ctx = sys.argv[1], sys.argv[2] or None, int(sys.argv[3])
+def load(verbose):
+    return llama_cpp.Llama(path, n_ctx=n_ctx, logits_all=True, lora_path=lora, verbose=verbose)
+try: llm = load(False)
+except Exception:  # again, with llama.cpp's log on stderr: it says what was wrong
+    llm = load(True)
+vocab = llama_cpp.llama_model_get_vocab(llm.model)
+
+def logits(ids, out):
+    llm.reset()
+    llm.eval(ids)
+    np.save(out, llm.scores[:len(ids)])
+
+def greedy(ids, n):
+    llm.reset()
+    new = []
+    for t in llm.generate(ids, temp=0.0, top_k=1, repeat_penalty=1.0):
+        new.append(int(t))
+        if len(new) == n or llama_cpp.llama_vocab_is_eog(vocab, t): return new
+
+def tokenize(text, add_special, parse_special):
+    return llm.tokenize(text.encode(), add_bos=add_special, special=parse_special)
+
+def render_chat(messages, add_generation_prompt):
+    tmpl = llama_cpp.llama_model_chat_template(llm.model, None)
+    if tmpl is None: raise ValueError(f'{path} has no tokenizer.chat_template')
+    msgs = (llama_cpp.llama_chat_message * len(messages))(*[
+        llama_cpp.llama_chat_message(m['role'].encode(), m['content'].encode()) for m in messages])
+    size = 0
+    while True:
+        buf = bytes(size)
+        n = llama_cpp.llama_chat_apply_template(tmpl, msgs, len(messages),
+                                                add_generation_prompt, buf, size)
+        if n < 0: raise ValueError("llama_chat_apply_template doesn't know this template")
+        if n <= size: return buf[:n].decode()
+        size = n + 1
+
+def meta(key): return llm.metadata.get(key)
+
+ops = dict(logits=logits, greedy=greedy, tokenize=tokenize, render_chat=render_chat, meta=meta)
+def answer(a):
+    answers.write(json.dumps(a) + '\n')
+    answers.flush()
+answer({'ok': {'n_vocab': llm.n_vocab(), 'n_ctx': llm.n_ctx()}})
+for line in sys.stdin:  # until the parent closes the pipe, or dies
+    req = json.loads(line)
+    try: answer({'ok': ops[req['op']](*req['args'])})
+    except Exception as e: answer({'error': f'{type(e).__name__}: {e}'})
+'''
+
+# %% ../nbs/05a_gguf.ipynb #5ccde9b2
+class LlamaCpp:
+    "llama.cpp itself on a GGUF file (and a GGUF LoRA), in a child process; a context manager."
+    def __init__(self, path:str|Path, # a .gguf model file
+                 lora:str|Path|None=None, # a GGUF LoRA adapter applied to it, as `--lora`
+                 n_ctx:int=512, # the context length: prompt and new tokens together
+                ):
+        for p in (path, lora):
+            if p is not None and not Path(p).is_file(): raise FileNotFoundError(f"no file {p}")
+        self.path, self.lora, self.n_ctx = Path(path), lora and Path(lora), n_ctx
+        self._dir = tempfile.TemporaryDirectory(prefix='lorakit-llama-cpp-')
+        self._log = open(Path(self._dir.name)/'stderr.txt', 'w+')
+        paths = [str(llama_cpp_python()), os.environ.get('PYTHONPATH', '')]
+        cmd = [sys.executable, '-c', _CHILD, str(path), str(lora or ''), str(n_ctx)]
+        self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=self._log, text=True,
+                                      env=os.environ | {'PYTHONPATH': os.pathsep.join(paths)})
+        self.pid = self._proc.pid
+        try: self.n_vocab = self._answer()['n_vocab']  # the child's first line: it loaded
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.close()
+    def __del__(self): self.close()
+    def __repr__(self): return f"LlamaCpp('{self.path}', lora={self.lora!r}, n_ctx={self.n_ctx})"
+
+# %% ../nbs/05a_gguf.ipynb #957bc65e
+def _log_tail(f, n:int=600)->str:
+    "The end of the child's stderr on one line: llama.cpp's last words."
+    f.flush()
+    f.seek(0)
+    return ' '.join(f.read().split())[-n:] or 'no output'
+
+@patch
+def _answer(self:LlamaCpp):
+    "The child's next answer; its error, or its stderr if it died, as a RuntimeError."
+    line = self._proc.stdout.readline()
+    if not line:
+        code = self._proc.wait()
+        raise RuntimeError(f"llama.cpp's process on {self.path} ended (exit code {code}): "
+                           f"{_log_tail(self._log)}")
+    a = json.loads(line)
+    if 'error' in a: raise RuntimeError(f"llama.cpp on {self.path}: {a['error']}")
+    return a['ok']
+
+@patch
+def _ask(self:LlamaCpp, op:str, *args):
+    "Send the request `op(*args)` to the child and return its answer."
+    if self._proc.poll() is not None: raise RuntimeError(f"{self!r} is closed")
+    self._proc.stdin.write(json.dumps({'op': op, 'args': args}) + '\n')
+    self._proc.stdin.flush()
+    return self._answer()
+
+@patch
+def close(self:LlamaCpp):
+    "End the child (it exits when its stdin closes) and remove the temp files."
+    p = getattr(self, '_proc', None)
+    if p is not None and p.poll() is None:
+        p.stdin.close()
+        try: p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    if p is not None: p.stdout.close()
+    if getattr(self, '_log', None) is not None: self._log.close()
+    if getattr(self, '_dir', None) is not None: self._dir.cleanup()
+
+# %% ../nbs/05a_gguf.ipynb #fbe99e9c
+@patch
+def _check_ids(self:LlamaCpp, ids, n_new:int=0)->list[int]:
+    "`ids` as a list of ints, refused unless they are token ids that fit the context."
+    ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+    if not ids or any(not isinstance(i, int) or not 0 <= i < self.n_vocab for i in ids):
+        raise ValueError(f"ids must be a non-empty list of token ids in [0, {self.n_vocab})")
+    if len(ids) + n_new > self.n_ctx:
+        raise ValueError(f"{len(ids)} tokens + {n_new} new exceed n_ctx={self.n_ctx}: "
+                         f"open LlamaCpp with a larger n_ctx")
+    return ids
+
+@patch
+def logits(self:LlamaCpp, ids:list[int])->torch.Tensor:
+    "The (len(ids), vocab) float32 logits llama.cpp gives at every position of `ids`."
+    ids, out = self._check_ids(ids), Path(self._dir.name)/'logits.npy'
+    self._ask('logits', ids, str(out))
+    try: return torch.from_numpy(np.load(out))
+    finally: out.unlink()
+
+@patch
+def greedy(self:LlamaCpp, ids:list[int], n:int)->list[int]:
+    "Up to `n` tokens that llama.cpp's greedy sampler adds to `ids`, the last maybe an EOG token."
+    if not isinstance(n, int) or n < 1: raise ValueError(f"n must be an int >= 1, got {n!r}")
+    return self._ask('greedy', self._check_ids(ids, n), n)
+
+@patch
+def tokenize(self:LlamaCpp, text:str,
+             add_special:bool=False, # add BOS (and EOS) as the file asks
+             parse_special:bool=True, # read `<|im_end|>` and the like as their one token
+            )->list[int]:
+    "llama.cpp's token ids of `text`."
+    return self._ask('tokenize', text, add_special, parse_special)
+
+@patch
+def render_chat(self:LlamaCpp, messages:list[dict], add_generation_prompt:bool=True)->str:
+    "`messages` rendered by llama.cpp's `llama_chat_apply_template` with the file's template."
+    return self._ask('render_chat', [dict(role=m['role'], content=m['content']) for m in messages],
+                     add_generation_prompt)
+
+@patch
+def meta(self:LlamaCpp, key:str)->str|None:
+    "The file's metadata value `key` as llama.cpp reads it (a string), or None."
+    return self._ask('meta', key)
