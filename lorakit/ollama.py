@@ -41,7 +41,9 @@ def _gguf_lora_config(d:Path)->dict:
     if not f.is_file() or not (d/'adapter_model.safetensors').is_file():
         raise FileNotFoundError(f"{d} holds no adapter_config.json and adapter_model.safetensors: "
                                 "pass an adapter directory (save_adapter's or PEFT's)")
-    cfg = json.loads(f.read_text())
+    try: cfg = json.loads(f.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{f} is not valid JSON ({e.msg}, line {e.lineno})") from None
     if cfg.get('peft_type') != 'LORA':
         raise ValueError(f"{d} holds a {cfg.get('peft_type')!r} adapter; llama.cpp applies LoRA")
     bad = [f"{k}={v!r}" for k, v in cfg.items() if k not in _inert
