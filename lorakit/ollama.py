@@ -157,6 +157,7 @@ _FORMATS = {
 }
 
 def _turn(f:dict, role:str, content:str='')->str:
+    "A turn of `role` in format `f`, without its tail: the header, then `content`."
     name = f.get('model', role) if role == 'assistant' else role
     return f['head'].format(name) + content
 
@@ -204,16 +205,20 @@ def _learn(f:dict, template:str)->tuple[str, str|None]|None:
     if not (system.startswith(head) and system.endswith(_S + tail)): return None
     return system[len(head):-len(_S + tail)], default[len(head):-len(tail)] if default else None
 
-_has_sys = lambda msgs: any(m['role'] == 'system' for m in msgs)
+def _matches(f:dict, p:tuple, template:str)->bool:
+    "Whether format `f` with the learned strings `p` renders every probe as `template` does."
+    for msgs, add_gen in _PROBES:
+        j = _jinja(template, msgs, add_gen)
+        # a template may refuse system prompts (Gemma 2's): then only the others are compared
+        refused = j is None and any(m['role'] == 'system' for m in msgs)
+        if j != _render(f, *p, msgs, add_gen) and not refused: return False
+    return True
 
 def _detect(template:str)->tuple[str, str, str|None]:
     "The name of the format `template` renders, its system prefix and default system prompt."
     for name, f in _FORMATS.items():
         p = _learn(f, template)
-        # a template may refuse system prompts (Gemma 2's): then only the others are compared
-        if p and all(_jinja(template, m, g) in (_render(f, *p, m, g), None if _has_sys(m) else 0)
-                     for m, g in _PROBES):
-            return name, *p
+        if p and _matches(f, p, template): return name, *p
     raise ValueError(f"this chat template renders none of the formats lorakit translates "
                      f"({'; '.join(_FORMATS)}): write the Modelfile's TEMPLATE by hand")
 
