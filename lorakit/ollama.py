@@ -195,13 +195,13 @@ def _jinja(template:str, msgs:list[dict], add_gen:bool)->str|None:
 def _learn(f:dict, template:str)->tuple[str, str|None]|None:
     "The (system prefix, default system prompt) with which format `f` renders as `template` does."
     user = _turn(f, 'user', _U) + f['tail'] + _turn(f, 'assistant')
-    nosys, sys = (_jinja(template, *p) for p in _PROBES[:2])
+    nosys, with_sys = (_jinja(template, *p) for p in _PROBES[:2])
     if nosys is None or not nosys.endswith(user): return None
     default, head, tail = nosys.removesuffix(user), _turn(f, 'system'), f['tail']
     if f.get('system') == 'first_user': return ('', None) if not default else None
-    if sys is None: return None
+    if with_sys is None: return None
     if default and not (default.startswith(head) and default.endswith(tail)): return None
-    system = sys.removesuffix(user)
+    system = with_sys.removesuffix(user)
     if not (system.startswith(head) and system.endswith(_S + tail)): return None
     return system[len(head):-len(_S + tail)], default[len(head):-len(tail)] if default else None
 
@@ -264,6 +264,8 @@ def write_modelfile(path:str|Path, # the Modelfile to write
     lines = [f'FROM {from_}'] + ([f'ADAPTER {adapter}'] if adapter else [])
     if chat_template is not None:
         template, stops = ollama_template(chat_template)
+        if '"""' in template:  # it would end the TEMPLATE early
+            raise ValueError('the translated template holds """: write TEMPLATE by hand')
         lines += [f'TEMPLATE """{template}"""'] + [f'PARAMETER stop "{s}"' for s in stops]
     text = '\n'.join(lines) + '\n'
     with atomic_path(path) as tmp: tmp.write_text(text)
