@@ -135,9 +135,9 @@ def _rope_freqs(cfg:LlamaConfig)->torch.Tensor:
     plain = rope_frequencies(dataclasses.replace(cfg, rope_scaling=None))
     return (plain.double() / rope_frequencies(cfg).double()).float()  # lorakit's own scaling
 
-# %% ../nbs/08a_export.ipynb #ac833da1
+# %% ../nbs/08a_export.ipynb #a88ef170
 _TOKEN = dict(normal=1, unknown=2, control=3, user_defined=4, unused=5)  # llama.cpp's types
-_PRE_NAMES = ('gpt2', 'smollm', 'llama-bpe', 'qwen2')  # one of each way 06 splits text
+_PRE_NAMES = ('gpt-2', 'smollm', 'llama-bpe', 'qwen2')  # one of each way 06 splits text
 PRE_CHECK = ("Hello world!  I'M here, don't SHOUT'S\n\n\tdef f(x): return x**2 == 1234567\n"
              "déjà vu, 日本語のテキスト, emoji 🤖🚀 3.14159 and 1,000,000!!!   \r\n  end")
 

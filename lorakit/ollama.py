@@ -41,7 +41,9 @@ def _gguf_lora_config(d:Path)->dict:
     if not f.is_file() or not (d/'adapter_model.safetensors').is_file():
         raise FileNotFoundError(f"{d} holds no adapter_config.json and adapter_model.safetensors: "
                                 "pass an adapter directory (save_adapter's or PEFT's)")
-    cfg = json.loads(f.read_text())
+    try: cfg = json.loads(f.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{f} is not valid JSON ({e.msg}, line {e.lineno})") from None
     if cfg.get('peft_type') != 'LORA':
         raise ValueError(f"{d} holds a {cfg.get('peft_type')!r} adapter; llama.cpp applies LoRA")
     bad = [f"{k}={v!r}" for k, v in cfg.items() if k not in _inert
@@ -155,6 +157,7 @@ _FORMATS = {
 }
 
 def _turn(f:dict, role:str, content:str='')->str:
+    "A turn of `role` in format `f`, without its tail: the header, then `content`."
     name = f.get('model', role) if role == 'assistant' else role
     return f['head'].format(name) + content
 
@@ -192,26 +195,30 @@ def _jinja(template:str, msgs:list[dict], add_gen:bool)->str|None:
 def _learn(f:dict, template:str)->tuple[str, str|None]|None:
     "The (system prefix, default system prompt) with which format `f` renders as `template` does."
     user = _turn(f, 'user', _U) + f['tail'] + _turn(f, 'assistant')
-    nosys, sys = (_jinja(template, *p) for p in _PROBES[:2])
+    nosys, with_sys = (_jinja(template, *p) for p in _PROBES[:2])
     if nosys is None or not nosys.endswith(user): return None
     default, head, tail = nosys.removesuffix(user), _turn(f, 'system'), f['tail']
     if f.get('system') == 'first_user': return ('', None) if not default else None
-    if sys is None: return None
+    if with_sys is None: return None
     if default and not (default.startswith(head) and default.endswith(tail)): return None
-    system = sys.removesuffix(user)
+    system = with_sys.removesuffix(user)
     if not (system.startswith(head) and system.endswith(_S + tail)): return None
     return system[len(head):-len(_S + tail)], default[len(head):-len(tail)] if default else None
 
-_has_sys = lambda msgs: any(m['role'] == 'system' for m in msgs)
+def _matches(f:dict, p:tuple, template:str)->bool:
+    "Whether format `f` with the learned strings `p` renders every probe as `template` does."
+    for msgs, add_gen in _PROBES:
+        j = _jinja(template, msgs, add_gen)
+        # a template may refuse system prompts (Gemma 2's): then only the others are compared
+        refused = j is None and any(m['role'] == 'system' for m in msgs)
+        if j != _render(f, *p, msgs, add_gen) and not refused: return False
+    return True
 
 def _detect(template:str)->tuple[str, str, str|None]:
     "The name of the format `template` renders, its system prefix and default system prompt."
     for name, f in _FORMATS.items():
         p = _learn(f, template)
-        # a template may refuse system prompts (Gemma 2's): then only the others are compared
-        if p and all(_jinja(template, m, g) in (_render(f, *p, m, g), None if _has_sys(m) else 0)
-                     for m, g in _PROBES):
-            return name, *p
+        if p and _matches(f, p, template): return name, *p
     raise ValueError(f"this chat template renders none of the formats lorakit translates "
                      f"({'; '.join(_FORMATS)}): write the Modelfile's TEMPLATE by hand")
 
@@ -257,6 +264,8 @@ def write_modelfile(path:str|Path, # the Modelfile to write
     lines = [f'FROM {from_}'] + ([f'ADAPTER {adapter}'] if adapter else [])
     if chat_template is not None:
         template, stops = ollama_template(chat_template)
+        if '"""' in template:  # it would end the TEMPLATE early
+            raise ValueError('the translated template holds """: write TEMPLATE by hand')
         lines += [f'TEMPLATE """{template}"""'] + [f'PARAMETER stop "{s}"' for s in stops]
     text = '\n'.join(lines) + '\n'
     with atomic_path(path) as tmp: tmp.write_text(text)
