@@ -311,6 +311,8 @@ def _export_checks(a:argparse.Namespace, out:Path, mf:Path|None):
     if out.resolve() == Path(a.model).resolve():
         raise ValueError(f"--out {out} is the model file: writing there would destroy it; pick "
                          f"another --out")
+    if out.is_file() and out.stat().st_size and not a.overwrite:
+        raise ValueError(f"{out} exists: pass --overwrite to replace it, or another --out")
     if mf is None: return
     check_arg('--modelfile', a.modelfile, mf.resolve() != out.resolve(), 'another path than --out')
     if mf.exists() and not a.overwrite:
@@ -332,7 +334,11 @@ def _export(argv:list[str]):
             template, note = None, (f" (no TEMPLATE: {e}; Ollama reads the chat template in the "
                                     f"GGUF file instead)")
     if a.adapter_only:
-        r = write_lora_gguf(a.adapter, out, model, a.overwrite)
+        import warnings
+        with warnings.catch_warnings(record=True) as ws:  # the NF4 note: one line, as errors
+            warnings.simplefilter('always', UserWarning)
+            r = write_lora_gguf(a.adapter, out, model, a.overwrite)
+        for w in ws: print(f"lorakit-export: warning: {w.message}", file=sys.stderr)
         what = f"the adapter {a.adapter} as a GGUF LoRA for {model}"
     else:
         from lorakit.export import export_gguf

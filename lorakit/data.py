@@ -553,6 +553,8 @@ def _bpe_from_merges(m:dict, tokens:list[str]):
     "Byte-level BPE ('gpt2'): the file's merges and its pre-tokenizer."
     from tokenizers import decoders, models
     merges = [tuple(s.split(' ', 1)) for s in m.get('tokenizer.ggml.merges', [])]
+    have = set(tokens)  # a merge of tokens the vocab lacks never applies: llama.cpp skips it
+    merges = [(a, b) for a, b in merges if a in have and b in have and a + b in have]
     pre = m.get('tokenizer.ggml.pre')
     # llama.cpp, as Llama 3's tokenizer.json, takes a word that is a token whole before merging
     bpe = models.BPE({t: i for i, t in enumerate(tokens)}, merges, ignore_merges=pre == 'llama-bpe')

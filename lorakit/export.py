@@ -10,13 +10,14 @@ import torch
 from .core import *
 from .model import Llama, LlamaConfig, NF4Linear, rope_frequencies
 from .inject import lora_modules
-from .gguf import gguf_name, GGUFFile, load_llama
-from .data import HFTokenizer, chat_template
+from .gguf import gguf_name, GGUFFile, load_llama, read_model_config
+from .data import ByteTokenizer, HFTokenizer, chat_template
 from .adapters import merged_model
 
 # %% auto #0
 __all__ = ['GGUF_TYPES', 'PRE_CHECK', 'gguf_arch', 'gguf_tensor_name', 'to_llama_cpp', 'gguf_hparams', 'gguf_pre_tokenizer',
-           'pre_tokenizer_name', 'hf_tokenizer_gguf', 'gguf_tokenizer', 'write_gguf', 'export_gguf']
+           'pre_tokenizer_name', 'hf_tokenizer_gguf', 'byte_tokenizer_gguf', 'gguf_tokenizer', 'write_gguf',
+           'export_gguf']
 
 # %% ../nbs/08a_export.ipynb #8ca6196e
 GGUF_TYPES = ('f32', 'f16', 'bf16', 'q8_0', 'q4_0')  # what 2-d weights are stored as
@@ -237,12 +238,31 @@ def hf_tokenizer_gguf(d:str|Path, # a checkpoint directory with a tokenizer.json
 class _Typed(tuple):
     "A metadata value with its GGUF types, as read from a file: (value, type, element type)."
 
-def gguf_tokenizer(path:str|Path, # a .gguf file, or a checkpoint directory with a tokenizer.json
+def _byte_chars()->list[str]:
+    "Byte-level BPE's character for each byte 0..255: printable ones are themselves."
+    keep, extra = {*range(33, 127), *range(161, 173), *range(174, 256)}, iter(range(256, 512))
+    return [chr(b) if b in keep else chr(next(extra)) for b in range(256)]
+
+def byte_tokenizer_gguf()->dict:
+    "06's `ByteTokenizer` as llama.cpp's byte-level BPE: a token per byte, and BOS, EOS."
+    tokens = _byte_chars() + ['<s>', '</s>']  # ids 256 and 257, as ByteTokenizer's
+    # llama.cpp needs a merge list; this one pairs the two control tokens, which text never holds
+    return {'tokenizer.ggml.model': 'gpt2', 'tokenizer.ggml.pre': 'gpt-2',
+            'tokenizer.ggml.tokens': tokens, 'tokenizer.ggml.token_type': [1]*256 + [3, 3],
+            'tokenizer.ggml.merges': ['<s> </s>'], 'tokenizer.ggml.bos_token_id': 256,
+            'tokenizer.ggml.eos_token_id': 257, 'tokenizer.ggml.add_bos_token': False}
+
+def gguf_tokenizer(path:str|Path, # a .gguf file, or a checkpoint directory
                    vocab_size:int, # the model's
                   )->dict:
     "The tokenizer and chat template of `path` as GGUF metadata; a .gguf file's copied as is."
     p = Path(path)
-    if p.suffix != '.gguf': return hf_tokenizer_gguf(p, vocab_size)
+    if p.suffix != '.gguf':
+        if (p/'tokenizer.json').is_file(): return hf_tokenizer_gguf(p, vocab_size)
+        if vocab_size == ByteTokenizer.vocab_size and not (p/'tokenizer.model').exists():
+            return byte_tokenizer_gguf()  # what load_tokenizer gives such a checkpoint
+        raise ValueError(f"{p} has no tokenizer.json, which the GGUF file must carry: copy "
+                         f"the model's tokenizer.json into {p}")
     m = {k: _Typed((f.contents(), f.types[0], f.types[-1] if len(f.types) > 1 else None))
          for k, f in GGUFFile(p).reader.fields.items() if k.startswith('tokenizer.')}
     if (n := len(m.get('tokenizer.ggml.tokens', [[]])[0])) != vocab_size:
@@ -330,8 +350,6 @@ def write_gguf(model:Llama, # a model without LoRA layers, not quantized
                 types=dict(types), f16_fallback=fell_back)
 
 # %% ../nbs/08a_export.ipynb #fe4ed6f3
-def _has_tokenizer(p:Path)->bool: return p.suffix == '.gguf' or (p/'tokenizer.json').is_file()
-
 def export_gguf(model_dir:str|Path, # the base: a checkpoint directory or a .gguf file
                 adapter_dir:str|Path|None, # the adapter to merge (PEFT format); None: the base
                 out:str|Path, # the .gguf file to write
@@ -343,7 +361,8 @@ def export_gguf(model_dir:str|Path, # the base: a checkpoint directory or a .ggu
     out = Path(out)
     inputs = {'model': model_dir} | ({'adapter': adapter_dir} if adapter_dir else {})
     _check_writable(out, kind, overwrite, inputs)  # before the merge, which takes a while
+    if Path(model_dir).suffix != '.gguf':  # a tokenizer it can't write: said before the merge
+        gguf_tokenizer(model_dir, read_model_config(model_dir).vocab_size)
     if adapter_dir is None: model = load_llama(model_dir, dtype='float32', device='cpu')
     else: model = merged_model(model_dir, adapter_dir, base)
-    tok = model_dir if _has_tokenizer(Path(model_dir)) else None
-    return write_gguf(model, out, kind, tok, overwrite)
+    return write_gguf(model, out, kind, model_dir, overwrite)
