@@ -550,9 +550,11 @@ import json, os, sys
 answers = os.fdopen(os.dup(1), 'w')  # llama.cpp may print: its stdout goes to stderr
 os.dup2(2, 1)
 import numpy as np, llama_cpp
-path, lora, n_ctx = sys.argv[1], sys.argv[2] or None, int(sys.argv[3])
+path, lora, n_ctx, kv = sys.argv[1], sys.argv[2] or None, int(sys.argv[3]), sys.argv[4]
 def load(verbose):
-    return llama_cpp.Llama(path, n_ctx=n_ctx, logits_all=True, lora_path=lora, verbose=verbose)
+    kv_type = dict(f16=llama_cpp.GGML_TYPE_F16, f32=llama_cpp.GGML_TYPE_F32)[kv]
+    return llama_cpp.Llama(path, n_ctx=n_ctx, logits_all=True, lora_path=lora,
+                           type_k=kv_type, type_v=kv_type, verbose=verbose)
 try: llm = load(False)
 except Exception:  # again, with llama.cpp's log on stderr: it says what was wrong
     try: llm = load(True)
@@ -607,6 +609,9 @@ class LlamaCpp:
     def __init__(self, path:str|Path, # a .gguf model file
                  lora:str|Path|None=None, # a GGUF LoRA adapter applied to it, as `--lora`
                  n_ctx:int=512, # the context length: prompt and new tokens together
+                 # the KV cache's type: llama.cpp's default 'f16', or 'f32', which keeps an
+                 # f32 file's logits within float32 rounding of lorakit's
+                 kv:str='f16',
                 ):
         if not isinstance(n_ctx, int) or n_ctx < 1:
             raise ValueError(f"n_ctx must be an int >= 1, got {n_ctx!r}")
@@ -616,7 +621,8 @@ class LlamaCpp:
         self._dir = tempfile.TemporaryDirectory(prefix='lorakit-llama-cpp-')
         self._log = open(Path(self._dir.name)/'stderr.txt', 'w+')
         paths = [str(llama_cpp_python()), *filter(None, [os.environ.get('PYTHONPATH')])]
-        cmd = [sys.executable, '-c', _CHILD, str(path), str(lora or ''), str(n_ctx)]
+        check_arg('kv', kv, kv in ('f16', 'f32'), "'f16' or 'f32'")
+        cmd = [sys.executable, '-c', _CHILD, str(path), str(lora or ''), str(n_ctx), kv]
         self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=self._log, text=True,
                                       env=os.environ | {'PYTHONPATH': os.pathsep.join(paths)})
