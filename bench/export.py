@@ -25,6 +25,8 @@ import torch
 
 TYPES = ('f32', 'f16', 'q8_0', 'q4_0')
 PROMPT = [dict(role='user', content='What does the `with` statement do in Python?')]
+TEXT = 'The `with` statement in Python'
+CHAT = PROMPT + [dict(role='assistant', content='It opens.'), dict(role='user', content='And?')]
 
 def sh(*cmd)->float:
     "Run a command as a user would, echoing it; its wall time in seconds."
@@ -47,11 +49,13 @@ def one_model(name:str, model:str, out:Path, a)->dict:
     from lorakit.adapters import merged_model
     from lorakit.data import load_tokenizer
     from lorakit.gguf import LlamaCpp
+    from lorakit.model import Llama
     run = out/f'{name}-run'
     sh('lorakit-train', '--model', model, '--steps', a.steps, '--bs', 2, '--seq-len', 128, '--eval-batches', 2,
        '--samples', 0, '--out', run, '--overwrite')
     tok = load_tokenizer(model)
-    ids = tok.apply_chat_template(PROMPT, add_generation_prompt=True)
+    try: ids = tok.apply_chat_template(PROMPT, add_generation_prompt=True)
+    except ValueError: ids = tok.encode(TEXT, bos=tok.bos_id is not None)  # a base model: no template
     stop = sorted({tok.eos_id} | {i for t in ('<|im_end|>', '<end_of_turn>', '<|eot_id|>')
                                   if (i := tok.tok.token_to_id(t)) is not None})
     merged = merged_model(model, run/'adapter').eval()  # into the weights it trained on (NF4, dequantized)
@@ -65,15 +69,15 @@ def one_model(name:str, model:str, out:Path, a)->dict:
                   '--overwrite')
         with LlamaCpp(f) as lc:
             got, theirs = lc.logits(ids), lc.greedy(ids, a.new_tokens)
-            if t == 'f32': texts['render'] = lc.render_chat(PROMPT + [dict(role='assistant', content='It opens.'),
-                                                                       dict(role='user', content='And?')])
+            if t == 'f32' and lc.meta('tokenizer.chat_template'):
+                texts['render'] = lc.render_chat(CHAT)
         agree = (got.argmax(-1) == want.argmax(-1)).float().mean().item()
-        rows.append((t, f.stat().st_size / 2**20, 8 * f.stat().st_size / n_params, rel_gap(got, want), agree,
-                     shared_prefix(ours, theirs), len(ours), secs))
+        with torch.no_grad(): same_file = Llama.from_gguf(f, device='cpu').eval()(torch.tensor([ids]))[0]
+        rows.append((t, f.stat().st_size / 2**20, 8 * f.stat().st_size / n_params, rel_gap(got, want),
+                     rel_gap(got, same_file), agree, shared_prefix(ours, theirs), len(ours), secs))
         texts[t] = theirs
     # the adapter alone, on the base alone, applied by llama.cpp; against a merge into the same (original) weights
     base, lora = out/f'{name}-base-f32.gguf', out/f'{name}-adapter.gguf'
-    base_from = model if str(model).endswith('.gguf') else base
     sh('lorakit-export', '--model', model, '--out', base, '--type', 'f32', '--overwrite')
     sh('lorakit-export', '--model', base, '--adapter', run/'adapter', '--adapter-only', '--out', lora, '--overwrite')
     orig = merged_model(model, run/'adapter', base='original').eval()
@@ -81,16 +85,14 @@ def one_model(name:str, model:str, out:Path, a)->dict:
     with LlamaCpp(base, lora=lora) as lc: got_l = lc.logits(ids)
     with LlamaCpp(base) as lc: got_b = lc.logits(ids)
     r = dict(rows=rows, texts=texts, ours=ours, tok=tok, lora_gap=rel_gap(got_l, want_o),
-             base_gap=rel_gap(got_b, want_o), lora_size=lora.stat().st_size / 2**20, base_from=base_from)
-    try:
+             base_gap=rel_gap(got_b, want_o), lora_size=lora.stat().st_size / 2**20)
+    if 'render' not in texts: r['render_same'] = 'not checked: the model has no chat template'
+    else:
         from transformers import AutoTokenizer
         src = model if not str(model).endswith('.gguf') else Path(model).parent
         kw = {} if not str(model).endswith('.gguf') else dict(gguf_file=Path(model).name)
         hf = AutoTokenizer.from_pretrained(src, **kw)
-        r['render_same'] = hf.apply_chat_template(PROMPT + [dict(role='assistant', content='It opens.'),
-                                                            dict(role='user', content='And?')],
-                                                  tokenize=False, add_generation_prompt=True) == texts['render']
-    except Exception as e: r['render_same'] = f'not checked: {type(e).__name__}: {e}'
+        r['render_same'] = hf.apply_chat_template(CHAT, tokenize=False, add_generation_prompt=True) == texts['render']
     return r
 
 def convert_route(model:Path, run:Path, out:Path, reps:int)->tuple:
@@ -114,10 +116,12 @@ def convert_route(model:Path, run:Path, out:Path, reps:int)->tuple:
     return statistics.median(ours_t), statistics.median(theirs_t), same, sorted(set(ta) ^ set(tb))[:5]
 
 def report(name:str, r:dict):
-    print(f"\n## {name}\n\n| type | file MiB | bits/param | max |Δlogit| / max |logit| | top-1 agree | greedy tokens shared |"
-          f" export s |\n|---|---:|---:|---:|---:|---:|---:|")
-    for t, mib, bits, gap, agree, shared, n, secs in r['rows']:
-        print(f"| {t} | {mib:.1f} | {bits:.2f} | {gap:.1e} | {agree:.3f} | {shared}/{n} | {secs:.1f} |")
+    print(f"\n## {name}\n\nllama.cpp's logits against lorakit's float32 merged model, and against lorakit reading the same "
+          f"file (max |Δlogit| / max |logit|); top-1 agreement with the float32 model over the prompt; greedy tokens "
+          f"shared with lorakit's float32 continuation before they part\n\n| type | file MiB | bits/param | vs float32 | "
+          f"vs same file | top-1 agree | greedy shared | export s |\n|---|---:|---:|---:|---:|---:|---:|---:|")
+    for t, mib, bits, gap, gap_f, agree, shared, n, secs in r['rows']:
+        print(f"| {t} | {mib:.1f} | {bits:.2f} | {gap:.1e} | {gap_f:.1e} | {agree:.3f} | {shared}/{n} | {secs:.1f} |")
     print(f"\nllama.cpp, base f32 GGUF + adapter GGUF ({r['lora_size']:.2f} MiB, `--lora`) against lorakit's merge into "
           f"the same base weights: max |Δlogit| / max |logit| {r['lora_gap']:.1e}; without the adapter "
           f"{r['base_gap']:.1e} (the adapter's own effect).")
