@@ -305,7 +305,7 @@ def _gemma_fields(g:GGUFFile, d:dict)->dict:
              final_logit_softcapping=m('final_logit_softcapping'),
              layer_types=['sliding_attention' if s else 'full_attention' for s in local])
     if g.arch == 'gemma2': f['attn_logit_softcapping'] = m('attn_logit_softcapping')
-    else: f['rope_local_base_freq'] = 10000.0  # llama.cpp's base for Gemma 3's local layers
+    else: f['rope_local_base_freq'] = m('rope.freq_base_swa', 10000.)  # llama.cpp's default
     return f
 
 def gguf_hf_config(g:GGUFFile)->dict:
@@ -319,7 +319,7 @@ def gguf_hf_config(g:GGUFFile)->dict:
     if m('rope.dimension_count', head_dim) != head_dim:
         raise ValueError(f"{g.path} rotates {m('rope.dimension_count')} of {head_dim} "
                          f"dimensions per head; lorakit's RoPE rotates them all")
-    if m('rope.scaling.type', 'none') != 'none':
+    if m('rope.scaling.type', 'none') not in ('none', 'linear'):
         raise ValueError(f"{g.path} scales RoPE ({g.arch}.rope.scaling.type "
                          f"{m('rope.scaling.type')!r}), which lorakit doesn't implement")
     if 'model.embed_tokens.weight' not in g.tensors:
@@ -335,6 +335,8 @@ def gguf_hf_config(g:GGUFFile)->dict:
              rope_theta=m('rope.freq_base', 10000.),
              tie_word_embeddings='lm_head.weight' not in g.tensors)
     if g.arch.startswith('gemma'): d |= _gemma_fields(g, d)
+    if m('rope.scaling.type') == 'linear':  # positions divided by the factor (Gemma 3 4B and up)
+        d['rope_scaling'] = {'rope_type': 'linear', 'factor': m('rope.scaling.factor', 1.)}
     if 'rope_freqs.weight' in g.tensors: d['rope_scaling'] = _llama3_rope(g, d)
     return d
 
