@@ -120,6 +120,10 @@ def write_lora_gguf(adapter_dir:str|Path, # a PEFT-format LoRA adapter (lorakit'
     d, out = Path(adapter_dir), Path(out)
     _check_out_file(out, overwrite)
     lcfg, mcfg = _gguf_lora_config(d), read_model_config(model_dir)
+    for what, p in (('base', Path(model_dir).resolve()), ('adapter', d.resolve())):
+        if out.resolve() == p or p in out.resolve().parents:  # never write on what is read
+            raise ValueError(f"{out} would be written {'onto' if out.resolve() == p else 'into'} "
+                             f"the {what} {p}: write it elsewhere")
     arch, shapes = gguf_arch(mcfg), tensor_shapes(model_dir)
     _warn_nf4(lcfg, d)
     pairs = [_gguf_pair(n, A, B, mcfg, arch, shapes)
