@@ -26,7 +26,10 @@ import torch
 TYPES = ('f32', 'f16', 'q8_0', 'q4_0')
 PROMPT = [dict(role='user', content='What does the `with` statement do in Python?')]
 TEXT = 'The `with` statement in Python'
-CHAT = PROMPT + [dict(role='assistant', content='It opens.'), dict(role='user', content='And?')]
+# with a system turn: llama.cpp recognises the template by its markers and renders ChatML without the default system
+# turn SmolLM2's jinja template adds when there is none
+CHAT = [dict(role='system', content='Be brief.')] + PROMPT + [dict(role='assistant', content='It opens.'),
+                                                            dict(role='user', content='And?')]
 
 def sh(*cmd)->float:
     "Run a command as a user would, echoing it; its wall time in seconds."
@@ -115,6 +118,28 @@ def convert_route(model:Path, run:Path, out:Path, reps:int)->tuple:
     same = set(ta) == set(tb) and all(bytes(ta[k].data.tobytes()) == bytes(tb[k].data.tobytes()) for k in ta)
     return statistics.median(ours_t), statistics.median(theirs_t), same, sorted(set(ta) ^ set(tb))[:5]
 
+def quantizer_route(model:Path, run:Path, out:Path, reps:int)->list:
+    "`lorakit-export --type q8_0|q4_0` against `--type f32` + llama.cpp's own quantizer (--pure): seconds, same bytes?"
+    import gguf
+    from lorakit.gguf import llama_cpp_quantize
+    rows = []
+    for kind in ('q8_0', 'q4_0'):
+        ours_t, theirs_t = [], []
+        for _ in range(reps):
+            ours_t.append(sh('lorakit-export', '--model', model, '--adapter', run/'adapter', '--out', out/f'q-ours.gguf',
+                             '--type', kind, '--overwrite', '--modelfile', 'none'))
+            t = sh('lorakit-export', '--model', model, '--adapter', run/'adapter', '--out', out/'q-f32.gguf',
+                   '--type', 'f32', '--overwrite', '--modelfile', 'none')
+            t0 = time.perf_counter()
+            llama_cpp_quantize(out/'q-f32.gguf', out/'q-theirs.gguf', kind.upper())
+            theirs_t.append(t + time.perf_counter() - t0)
+        a, b = gguf.GGUFReader(out/'q-ours.gguf'), gguf.GGUFReader(out/'q-theirs.gguf')
+        ta, tb = {t.name: t for t in a.tensors}, {t.name: t for t in b.tensors}
+        same = set(ta) == set(tb) and all(ta[k].tensor_type == tb[k].tensor_type
+                                          and ta[k].data.tobytes() == tb[k].data.tobytes() for k in ta)
+        rows.append((kind, statistics.median(ours_t), statistics.median(theirs_t), same))
+    return rows
+
 def report(name:str, r:dict):
     print(f"\n## {name}\n\nllama.cpp's logits against lorakit's float32 merged model, and against lorakit reading the same "
           f"file (max |Δlogit| / max |logit|); top-1 agreement with the float32 model over the prompt; greedy tokens "
@@ -154,5 +179,10 @@ def main():
               f"| lorakit-export | {ours:.1f} | {ours/theirs:.2f} |\n| lorakit-merge + convert_hf_to_gguf.py | "
               f"{theirs:.1f} | 1.00 |\n\nthe two files hold the same tensors, byte for byte: {same}"
               + (f" (names in one only: {diff})" if diff else ''))
+        rows = quantizer_route(smollm2_checkpoint(), out/'smollm2-run', out, a.reps)
+        print(f"\n## q8_0 and q4_0 files of SmolLM2, medians of {a.reps}: lorakit's quantizer against llama.cpp's own "
+              f"(llama_model_quantize, --pure) on the f32 export\n\n| type | lorakit-export s | f32 export + llama.cpp's "
+              f"quantizer s | ratio | same bytes |\n|---|---:|---:|---:|---|")
+        for kind, o, t, same in rows: print(f"| {kind} | {o:.1f} | {t:.1f} | {o/t:.2f} | {same} |")
 
 if __name__ == '__main__': main()

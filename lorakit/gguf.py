@@ -19,7 +19,7 @@ __all__ = ['LLAMA_CPP_PYTHON', 'gguf_name', 'dequant_q8_0', 'dequant_q4_0', 'deq
            'dequant_q4_k', 'dequant_q5_k', 'dequant_q6_k', 'quant_q8_0', 'quant_q4_0', 'quant_q5_0', 'quant_q4_1',
            'quant_q5_1', 'quantize_gguf', 'GGUFFile', 'gguf_hf_config', 'gguf_config', 'gguf_checkpoint',
            'weight_sources', 'load_llama', 'read_model_config', 'tensor_shapes', 'llama_cpp_source', 'gemma3_gguf',
-           'llama_cpp_python', 'LlamaCpp']
+           'llama_cpp_python', 'LlamaCpp', 'llama_cpp_quantize']
 
 # %% ../nbs/05a_gguf.ipynb #eefe7534
 _GGUF_TOP = {'token_embd': 'model.embed_tokens', 'output_norm': 'model.norm', 'output': 'lm_head'}
@@ -733,3 +733,29 @@ def render_chat(self:LlamaCpp, messages:list[dict], add_generation_prompt:bool=T
 def meta(self:LlamaCpp, key:str)->str|None:
     "The file's metadata value `key` as llama.cpp reads it (a string), or None."
     return self._ask('meta', key)
+
+# %% ../nbs/05a_gguf.ipynb #dd0a5fb6
+_QUANTIZE = r'''
+import ctypes, sys, llama_cpp
+src, dst, ftype = sys.argv[1], sys.argv[2], int(sys.argv[3])
+p = llama_cpp.llama_model_quantize_default_params()
+p.ftype, p.pure = ftype, True  # every 2-d weight in this type, as llama-quantize --pure
+sys.exit(llama_cpp.llama_model_quantize(src.encode(), dst.encode(), ctypes.byref(p)))
+'''
+_FTYPES = dict(F32=0, F16=1, Q4_0=2, Q4_1=3, Q8_0=7, Q5_0=8, Q5_1=9, BF16=32)  # llama_ftype
+
+def llama_cpp_quantize(src:str|Path, # a GGUF model file
+                       dst:str|Path, # the file to write (replaced if it exists)
+                       kind:str, # 'Q8_0', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'F16', 'BF16' or 'F32'
+                      )->Path:
+    "llama.cpp's own quantizer on `src`, every 2-d weight `kind` (`llama-quantize --pure`)."
+    check_arg('kind', kind, kind in _FTYPES, f"one of {', '.join(_FTYPES)}")
+    if not Path(src).is_file(): raise FileNotFoundError(f"no file {src}")
+    env = os.environ | {'PYTHONPATH': str(llama_cpp_python())}
+    with atomic_path(dst) as tmp:
+        cmd = [sys.executable, '-c', _QUANTIZE, str(src), str(tmp), str(_FTYPES[kind])]
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if r.returncode:
+            raise RuntimeError(f"llama.cpp's quantizer failed on {src} (exit code "
+                               f"{r.returncode}): {' '.join(r.stderr.split())[-400:]}")
+    return Path(dst)
