@@ -31,35 +31,23 @@ from .run import *
 from .adapters import *
 
 # %% auto #0
-__all__ = ['nf4_as_params', 'nf4_meta', 'launched', 'init_distributed', 'mesh_device', 'decoder_layers', 'shard_model',
+__all__ = ['nf4_as_params', 'quant_as_params', 'launched', 'init_distributed', 'mesh_device', 'decoder_layers', 'shard_model',
            'grad_reduction', 'sharded_loss', 'scatter_param', 'peak_rss_mib', 'load_sharded', 'ShardedCheckpoint',
            'Sharded', 'gather_lora', 'save_adapter_sharded', 'rank_bytes', 'process_group']
 
 # %% ../nbs/11_fsdp.ipynb #264ebf25
-_NF4_KEYS = ('packed', 'absmax', 'nested_absmax', 'offset')
-
-def nf4_as_params(model:nn.Module)->nn.Module:
-    "Move each `NF4Linear`'s 4-bit state from buffers to frozen parameters, which FSDP2 shards."
+def quant_as_params(model:nn.Module)->nn.Module:
+    "Move each `QuantLinear`'s quantized state (its `int_keys`) from buffers to frozen parameters."
     for m in model.modules():
-        if not isinstance(m, NF4Linear): continue
-        for k in _NF4_KEYS:
+        if not isinstance(m, QuantLinear): continue
+        for k in type(m).int_keys:
             if k not in m._buffers: continue
             t = m._buffers.pop(k)
             m.register_parameter(k, None if t is None else nn.Parameter(
                 t.reshape(1) if t.ndim == 0 else t, requires_grad=False))
     return model
 
-def nf4_meta(shape:tuple, dtype:torch.dtype, blocksize:int=64, double_quant:bool=True)->NF4Weight:
-    "A meta-device `NF4Weight` shaped as `quantize_nf4` gives `shape`: a skeleton to shard."
-    n = math.prod(shape)
-    blocks = -(-n // blocksize)
-    e = lambda k, dt: torch.empty(k, dtype=dt, device='meta')
-    q = NF4Weight(e(-(-n // 2), torch.uint8), e(blocks, torch.float32), torch.Size(shape), dtype,
-                  blocksize)
-    if not double_quant: return q
-    return replace(q, absmax=e(blocks, torch.uint8),
-                   nested_absmax=e(-(-blocks // q.nested_blocksize), torch.float32),
-                   offset=e((), torch.float32))
+nf4_as_params = quant_as_params  # its name from when NF4 was the only kind
 
 # %% ../nbs/11_fsdp.ipynb #9e30ded8
 def launched()->bool:
@@ -96,13 +84,13 @@ def decoder_layers(model:nn.Module)->list[nn.Module]:
                      "decoder layers of a Llama-like model one by one")
 
 # %% ../nbs/11_fsdp.ipynb #d38fcf18
-def shard_model(model:nn.Module, # with LoRA (on an NF4 base, or not), on meta or this rank's device
+def shard_model(model:nn.Module, # with LoRA (on a quantized base or not), on meta or this device
                 mesh:DeviceMesh|None=None, # the ranks; default: all, on the model's device type
                 mp_policy:MixedPrecisionPolicy|None=None, # e.g. bf16 params; it casts floats only
                 cpu_offload:bool=False, # keep the shards in host memory (GPU only)
                 reshard_after_forward:bool=True, # free each layer's gathered weights after forward
                )->nn.Module:
-    "Shard `model` with FSDP2: each decoder layer, then the root; the NF4 state becomes parameters."
+    "Shard `model` with FSDP2: each decoder layer, then the root; quantized state as parameters."
     if not dist.is_initialized():
         raise RuntimeError("shard_model needs a process group: call init_distributed() under "
                            "torchrun first")
@@ -118,7 +106,7 @@ def shard_model(model:nn.Module, # with LoRA (on an NF4 base, or not), on meta o
     if cpu_offload and mesh.device_type != 'cuda':
         raise ValueError("cpu_offload keeps GPU shards in host memory; on CPU they are there "
                          "already: leave it off")
-    nf4_as_params(model)
+    quant_as_params(model)
     if list(model.buffers()):
         raise ValueError(f"model has buffers ({next(iter(dict(model.named_buffers())))}), which "
                          "FSDP2 doesn't shard: make them parameters or recompute them")
@@ -232,19 +220,23 @@ def _lora_init(m:LoRALinear, init:str, dev)->SimpleNamespace:
 # %% ../nbs/11_fsdp.ipynb #d515d349
 def _skeleton(cfg:LlamaConfig, files:dict, dtype:torch.dtype, quant:QuantSpec|None,
               lora:dict, grad_ckpt:bool)->Llama:
-    "`cfg`'s model on meta, names checked against `files`: NF4 where `quant` targets, LoRA on."
+    "`cfg`'s model on meta, names checked against `files`: `quant`'s kind where targeted, LoRA on."
     with torch.device('meta'): model = Llama(cfg).to(dtype)
     check_weight_names(model, files)
     if quant is not None:
+        kind = QUANT_KINDS[quant.kind].layer
         for n in find_targets(model, quant.targets):
-            shape = model.get_submodule(n).weight.shape
-            q = nf4_meta(shape, dtype, quant.blocksize, quant.double_quant)
-            set_module(model, n, NF4Linear(q, model.get_submodule(n).bias))  # Qwen2's q, k, v
+            lin = model.get_submodule(n)  # Qwen2's q, k and v keep their biases
+            set_module(model, n, kind.meta(tuple(lin.weight.shape), dtype, lin.bias, quant))
     add_lora(model, **lora)
     model.grad_ckpt = grad_ckpt
     return model
 
 # %% ../nbs/11_fsdp.ipynb #0ff67361
+def _last_part(m:QuantLinear)->str:
+    "The name of the last quantized tensor of `m` in parameter order: after it, `m` is done."
+    return [k for k, p in m._parameters.items() if k in type(m).int_keys and p is not None][-1]
+
 def _rank0_values(model:nn.Module, # the sharded skeleton, its memory allocated
                   files:dict, quant:QuantSpec|None, init:str, # as `load_sharded` has them
                   dev:torch.device, dtype:torch.dtype):
@@ -257,16 +249,15 @@ def _rank0_values(model:nn.Module, # the sharded skeleton, its memory allocated
         if isinstance(m, LoRALinear):
             if key == 'A': cache[mname] = _lora_init(m, init, dev)
             yield getattr(cache[mname] if key == 'A' else cache.pop(mname), key)
-        elif isinstance(m, NF4Linear) and key == 'bias':  # kept in 16 bits, as `quant` keeps it
+        elif isinstance(m, QuantLinear) and key == 'bias':  # kept in 16 bits, as `quant` keeps it
             yield read_weight(files, mname.removesuffix('.base') + '.bias', p, dev, dtype)
-        elif isinstance(m, NF4Linear):
-            if mname not in cache:
+        elif isinstance(m, QuantLinear):
+            if mname not in cache:  # its first part: quantize the layer once
                 w = read_weight(files, mname.removesuffix('.base') + '.weight',
-                                SimpleNamespace(shape=m.meta[0]), dev, dtype)
-                cache[mname] = NF4Linear(quantize_nf4(w, quant.blocksize, quant.double_quant))
+                                SimpleNamespace(shape=(m.out_features, m.in_features)), dev, dtype)
+                cache[mname] = type(m).from_weight(w, None, quant)
             full = getattr(cache[mname], key)
-            if key == 'offset' or (key == 'absmax' and cache[mname].nested_absmax is None):
-                cache.pop(mname)  # the layer's last part
+            if key == _last_part(m): cache.pop(mname)
             yield full.reshape(1) if full.ndim == 0 else full
         else: yield read_weight(files, name.replace('.base.', '.'), p, dev, dtype)
 

@@ -15,7 +15,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 from .core import *
 from .model import Llama, LlamaConfig
-from .qlora import QuantSpec
+from .qlora import QuantSpec, QUANT_KINDS
 from .gguf import GGUFFile, gguf_config
 from .inject import find_targets
 from .objective import LMLoss, LMBatch
@@ -205,8 +205,9 @@ def cuda_memory_history(path:str|Path, # the snapshot: a pickle for pytorch.org/
         finally: torch.cuda.memory._record_memory_history(enabled=None)
 
 # %% ../nbs/10_memory.ipynb #86f2675e
-# packed nibbles + absmax per 64 (+ nested absmax per 256 blocks)
-_QUANT_BYTES = {True: 0.5 + 1/64 + 4/(64*256), False: 0.5 + 4/64}
+# the quantized base's row, by kind: NF4's keeps the name 99's output and bench/memory.py read
+_QUANT_ROW = {'nf4': '4-bit weights'}
+def _quant_row(kind:str)->str: return _QUANT_ROW.get(kind, f'{kind} weights')
 # state tensors per weight of the optimizers `train` offers (07)
 _OPT_STATES = {k: n for k, (_, _, n) in OPTIMIZERS.items()}
 
@@ -373,7 +374,7 @@ def _pref_loss(cfg:TrainConfig)->str|None:
 
 # %% ../nbs/10_memory.ipynb #ef99d414
 def _step_settings(cfg:TrainConfig, mc:LlamaConfig, world_size:int, lora_dtype:str|None,
-                   chunk:int|None, double_quant:bool)->dict:
+                   chunk:int|None, quant_bits:float|None)->dict:
     "What the estimate counts with: `cfg`'s settings, each 'auto' resolved as the job does."
     check_arg('world_size', world_size, type(world_size) is int and world_size >= 1,
               'an int >= 1')
@@ -395,7 +396,7 @@ def _step_settings(cfg:TrainConfig, mc:LlamaConfig, world_size:int, lora_dtype:s
                 grad_ckpt=cfg.grad_ckpt, dtype=dtype, lora_dtype=lora_dtype or dtype,
                 optimizer=cfg.optimizer, dropout=cfg.dropout, loss=loss, chunk=chunk,
                 grad_accum=cfg.grad_accum, world_size=world_size, cpu_offload=cfg.cpu_offload,
-                double_quant=double_quant, pref=pref, ref=ref,
+                quant_bits=quant_bits, pref=pref, ref=ref,
                 seqs=cfg.bs * (2 if pref else 1))  # sequences a micro-batch: a pair is two
 
 def _nbytes(dtype:str)->int: return get_dtype(dtype).itemsize
@@ -425,16 +426,16 @@ def _kept_rows(mc:LlamaConfig, s, names:list, shapes:dict, n_other:int)->list:
     head = [] if mc.tie_word_embeddings else ['lm_head']
     n_lin = sum(shapes[n][0] * shapes[n][1] for n in shapes if '.layers.' in n)
     n_lora = sum(s.r * (shapes[n][0] + shapes[n][1]) for n in names)
-    n_16 = n_other + (0 if s.quant == 'nf4' else n_lin)
+    n_16 = n_other + (0 if s.quant_bits else n_lin)
     host, on_dev = (' (in host memory)', 0) if s.cpu_offload else ('', 1)
-    rows, bits = [], 8 * _QUANT_BYTES[s.double_quant]
-    if s.quant == 'nf4':
-        rows.append(('4-bit weights', on_dev * n_lin * _QUANT_BYTES[s.double_quant] / ws,
-                     f"{n_lin/1e6:,.1f}M weights x {bits:.3f} bits{host}"
+    rows = []
+    if s.quant_bits:  # the kind's bits a weight, its scales and zeros included
+        rows.append((_quant_row(s.quant), on_dev * n_lin * s.quant_bits / 8 / ws,
+                     f"{n_lin/1e6:,.1f}M weights x {s.quant_bits:.3f} bits{host}"
                      + (f", / {ws} ranks" if ws > 1 else '')))
     rows.append((f'{s.dtype} weights', on_dev * n_16 * a / ws,
                  f"{n_16/1e6:,.1f}M: embeddings, norms, biases" + (", head" if head else '')
-                 + ('' if s.quant == 'nf4' else ', linears') + host))
+                 + ('' if s.quant_bits else ', linears') + host))
     rows.append(('LoRA weights', on_dev * n_lora * la / ws,
                  f"{n_lora/1e6:,.2f}M in {len(names)} linears, {s.lora_dtype}{host}"))
     rows.append(('LoRA gradients', on_dev * n_lora * la / ws, 'one per LoRA weight' + host))
@@ -497,7 +498,7 @@ def _transient_rows(mc:LlamaConfig, s, names:list, short:set, shapes:dict)->list
     rows = [('one layer in backward (transient)',
              T * ((per_tok if s.grad_ckpt else 0) + (mc.intermediate_size + 2 * h) * a),
              ('its recomputed activations and ' if s.grad_ckpt else '') + 'its gradients')]
-    if s.quant == 'nf4':
+    if s.quant_bits:  # any kind computes with its weight dequantized, one linear at a time
         rows.append(('dequantized weight (transient)',
                      max(shapes[n][0] * shapes[n][1] for n in dec) * a,
                      'the largest linear, one at a time'))
@@ -505,7 +506,7 @@ def _transient_rows(mc:LlamaConfig, s, names:list, short:set, shapes:dict)->list
     if ws > 1:
         w0 = sum(shapes[n][0]*shapes[n][1] for n in dec if '.layers.0.' in n)
         l0 = sum(s.r * (shapes[n][0] + shapes[n][1]) for n in names if '.layers.0.' in n)
-        layer = w0 * (_QUANT_BYTES[s.double_quant] if s.quant == 'nf4' else a) + l0 * la
+        layer = w0 * (s.quant_bits / 8 if s.quant_bits else a) + l0 * la
         rows.append(('FSDP all-gather buffers', 2 * layer * (ws - 1) / ws,
                      'two layers unsharded (the current one and the prefetched one)'))
     return rows
@@ -523,9 +524,9 @@ def estimate_memory(job, # a `TrainConfig`, or a job holding one in `.cfg`
     "Predict the peak memory of one training step of `job` on one device, by component."
     cfg = _train_config(job)
     mc = _model_config(cfg, model_config)
-    quant = QuantSpec.from_flag(cfg.quant)  # the base as the job loads it
-    dq = bool(quant and quant.double_quant)
-    settings = _step_settings(cfg, mc, world_size, lora_dtype, chunk, dq)
+    quant = QuantSpec.from_flag(cfg.quant)  # the base as the job loads it: its kind's defaults
+    bits = quant.bits() if quant else None
+    settings = _step_settings(cfg, mc, world_size, lora_dtype, chunk, bits)
     s = SimpleNamespace(**settings)
     names, short, shapes, n_other = _lora_layout(mc, cfg.targets)
     acts, layers = _activation_rows(mc, s, short)
@@ -688,6 +689,11 @@ def usable(gpu_gib:float)->float:
     return gpu_gib * 2**30 - max(0.1 * gpu_gib * 2**30, 2**30)
 
 # %% ../nbs/10_memory.ipynb #89c60d4b
+def _bits(flag:str)->float:
+    "Bits a weight of the base that `--quant flag` loads: its kind's, or infinite if unquantized."
+    q = QuantSpec.from_flag(flag)
+    return q.bits() if q else math.inf
+
 def _changes(cfg:TrainConfig, ws:int)->list:
     "The memory savers that apply to the job, cheapest first: (what to tell the user, settings)."
     out = [] if cfg.grad_ckpt else [("gradient checkpointing (--grad-ckpt)", dict(grad_ckpt=True))]
@@ -697,7 +703,8 @@ def _changes(cfg:TrainConfig, ws:int)->list:
         acc = cfg.grad_accum * cfg.bs // bs
         out.append((f"micro-batch {bs} with --grad-accum {acc} (the same global batch)",
                     dict(bs=bs, grad_accum=acc)))
-    if cfg.quant != 'nf4': out.append(("the base in 4 bits (--quant nf4)", dict(quant='nf4')))
+    cur, nf4 = _bits(cfg.quant), _bits('nf4')
+    if cur > nf4: out.append(("the base in 4 bits (--quant nf4)", dict(quant='nf4')))
     # FSDP runs uncompiled (07's TrainConfig refuses both)
     fl = ('' if cfg.fsdp else '--fsdp ') + ('' if cfg.compile == 'off' else '--compile off ')
     sharded = dict(fsdp=True, compile='off')
@@ -706,6 +713,10 @@ def _changes(cfg:TrainConfig, ws:int)->list:
             out.append((f"{n} GPUs with FSDP ({fl}--gpus {n})", dict(world_size=n, **sharded)))
     if not cfg.cpu_offload:
         out.append((f"FSDP's CPU offload ({fl}--cpu-offload)", dict(cpu_offload=True, **sharded)))
+    # fewer bits than NF4 cost accuracy (04a): offered last, the most bits first
+    for k in sorted((k for k in QUANT_KINDS if _bits(k) < min(cur, nf4)), key=_bits, reverse=True):
+        out.append((f"the base in {_bits(k):.2f} bits a weight, less accurate (--quant {k})",
+                    dict(quant=k)))
     return out
 
 # %% ../nbs/10_memory.ipynb #5a1bb156
