@@ -77,6 +77,9 @@ def _arg(f:dataclasses.Field)->dict:
     if t == 'bool|None': return dict(type=_on_off, metavar='on|off|auto', default='auto')
     if t == 'list|None': return dict(nargs='*', metavar='PATH')
     if f.name == 'targets': return dict(type=_targets)
+    if f.name == 'quant':  # the kinds registered now (lorakit.train has loaded 04a's)
+        from lorakit.qlora import quant_flags
+        return dict(choices=quant_flags())
     return dict(type={'int': int, 'int|None': int, 'float': float}.get(t, str))
 
 # %% ../nbs/99_cli.ipynb #5cf1b910
@@ -155,9 +158,10 @@ def merge_parser()->argparse.ArgumentParser:
     p.add_argument('--adapter', required=True, help="the adapter directory (adapter_config.json "
                    "and adapter_model.safetensors), e.g. a run's adapter/")
     p.add_argument('--out', required=True, help='where to write the merged checkpoint')
-    p.add_argument('--base', default='auto', choices=('auto', 'nf4', 'original'),
+    p.add_argument('--base', default='auto', choices=('auto', 'quantized', 'nf4', 'original'),
                    help="merge into the weights the adapter was trained on ('auto'), the "
-                   "dequantized NF4 weights, or the original ones")
+                   "dequantized weights of the kind it records ('quantized', or its older "
+                   "spelling 'nf4'; NF4 if it records none), or the original ones")
     p.add_argument('--dtype', default='float32', help='dtype of the merged weights')
     p.add_argument('--overwrite', action='store_true', help='replace --out if it holds files')
     return p
@@ -166,8 +170,8 @@ def _merge(argv:list[str]):
     a = merge_parser().parse_args(argv)
     from lorakit.adapters import merge_adapter
     r = merge_adapter(a.model, a.adapter, a.out, a.dtype, a.base, a.overwrite)
-    into = ('its dequantized NF4 weights, as the adapter was trained' if r['base'] == 'nf4'
-            else 'its original weights')
+    into = (f"its dequantized {r['base']} weights, as the adapter was trained"
+            if r['base'] != 'original' else 'its original weights')
     print(f"merged {a.adapter} into {a.model} ({into}): wrote {a.out}/: {' '.join(r['files'])}")
 
 def merge_cli(argv:list[str]|None=None): # the arguments; default: the command line's
@@ -278,9 +282,10 @@ def export_parser()->argparse.ArgumentParser:
     p.add_argument('--adapter-only', action='store_true', help="write the adapter alone, as "
                    "llama.cpp's GGUF LoRA (llama.cpp's --lora, Ollama's ADAPTER), for the base "
                    "--model, which must then be a .gguf file")
-    p.add_argument('--base', default='auto', choices=('auto', 'nf4', 'original'),
+    p.add_argument('--base', default='auto', choices=('auto', 'quantized', 'nf4', 'original'),
                    help="merge into the weights the adapter was trained on ('auto'), the "
-                   "dequantized NF4 weights, or the original ones")
+                   "dequantized weights of the kind it records ('quantized', or its older "
+                   "spelling 'nf4'; NF4 if it records none), or the original ones")
     p.add_argument('--modelfile', default=None, help="the Ollama Modelfile to write; default: "
                    "beside --out, named after it (model.gguf: model.Modelfile); 'none': none")
     p.add_argument('--overwrite', action='store_true', help='replace --out and the Modelfile')
