@@ -19,7 +19,7 @@ from .data import load_tokenizer
 
 # %% auto #0
 __all__ = ['TOKENIZER_FILES', 'base_quantization', 'adapter_config', 'save_adapter', 'load_adapter', 'merged_model',
-           'merge_adapter']
+           'adapter_quant', 'merge_adapter']
 
 # %% ../nbs/08_adapters.ipynb #8095d130
 def base_quantization(model:nn.Module)->dict|None:
@@ -259,6 +259,11 @@ def merged_model(model_dir:str|Path, # the base checkpoint
     # quantized layers first, then any LoRA on full-precision ones
     model = unload_lora(merge_to_16bit(model, dtype=get_dtype(dtype)))
     return model.to(get_dtype(dtype))
+
+def adapter_quant(path:str|Path, # an adapter directory
+                 )->tuple|None:
+    "How the adapter's base was quantized in training, as (`QuantSpec`, dtype); or None."
+    return _recorded_quant(_read_config(Path(path)))
 
 # %% ../nbs/08_adapters.ipynb #ac1fb640
 TOKENIZER_FILES = ('tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json',

@@ -77,9 +77,9 @@ def _arg(f:dataclasses.Field)->dict:
     if t == 'bool|None': return dict(type=_on_off, metavar='on|off|auto', default='auto')
     if t == 'list|None': return dict(nargs='*', metavar='PATH')
     if f.name == 'targets': return dict(type=_targets)
-    if f.name == 'quant':  # the kinds registered now (lorakit.train has loaded 04a's)
-        from lorakit.qlora import quant_flags
-        return dict(choices=quant_flags())
+    if f.name == 'quant':  # the kinds registered now (lorakit.train has loaded 04a's); the
+        from lorakit.qlora import quant_flags  # check is TrainConfig's, in one line
+        return dict(metavar='|'.join(quant_flags()))
     return dict(type={'int': int, 'int|None': int, 'float': float}.get(t, str))
 
 # %% ../nbs/99_cli.ipynb #5cf1b910
@@ -98,6 +98,12 @@ def _heading(g)->str: return g.__name__.removesuffix('Settings').lower()
 _TRAIN_DOCS = dict(targets="'all-linear', a regex, or layer names separated by commas",
                    autocast='bf16 autocast; auto: on for a GPU that supports bf16')
 
+def _quant_help()->str:
+    "--quant's help: a line for each kind registered (`lorakit.qlora.QUANT_KINDS`), and none."
+    from lorakit.qlora import QUANT_KINDS
+    kinds = '; '.join(f"{k}: {q.doc}" for k, q in QUANT_KINDS.items())
+    return f"how the base is held: {kinds}; none: full precision (plain LoRA)"
+
 # %% ../nbs/99_cli.ipynb #72a15764
 def train_parser()->argparse.ArgumentParser:
     "`lorakit-train`'s flags: one per `TrainConfig` and `Instruments` field; how to run it."
@@ -108,7 +114,7 @@ def train_parser()->argparse.ArgumentParser:
                                 description="Fine-tune a Llama, Qwen, Mistral or Gemma with "
                                 "QLoRA (or LoRA). With no arguments: the Shakespeare base that "
                                 "ships with lorakit, on Python's reference docs.")
-    docs = settings_docs() | dict(out='the run directory') | _TRAIN_DOCS
+    docs = settings_docs() | dict(out='the run directory') | _TRAIN_DOCS | dict(quant=_quant_help())
     for g in SETTINGS:  # one heading a group of `TrainConfig`'s fields
         _add_fields(p.add_argument_group(_heading(g), g.__doc__), g, docs)
     _add_fields(p.add_argument_group('instruments', 'what they write goes into --out; see '
@@ -376,7 +382,8 @@ def mem_parser()->argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='lorakit-mem', description="Predict the peak GPU memory of "
                                 "a lorakit-train run, from the model's sizes alone, and say what "
                                 "makes it fit. With no arguments: lorakit-train's default job.")
-    docs = settings_docs() | dict(out='the run directory') | _TRAIN_DOCS | _MEM_DOCS
+    docs = (settings_docs() | dict(out='the run directory') | _TRAIN_DOCS | _MEM_DOCS
+            | dict(quant=_quant_help()))
     other = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in MEMORY_FIELDS)
     _add_fields(p.add_argument_group('the job', "lorakit-train's flags that change a step's "
                                      "memory"), TrainConfig, docs, skip=other)
