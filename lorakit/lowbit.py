@@ -4,7 +4,7 @@
 
 # %% ../nbs/04a_lowbit.ipynb #b624735c
 from __future__ import annotations
-import math, threading
+import math, threading, time
 from dataclasses import dataclass
 import torch, torch.nn as nn, torch.nn.functional as F
 from fastcore.basics import patch
@@ -15,7 +15,8 @@ from .qlora import *
 # %% auto #0
 __all__ = ['PACK_BITS', 'LOWBIT_BITS', 'HQQ_GROUPS', 'minmax_init', 'shrink_lp', 'hqq_quantize', 'hqq_dequantize',
            'ternary_quantize', 'pack_bits', 'unpack_bits', 'unpack_table', 'unpack_bits_lut', 'LowBitWeight',
-           'quantize_lowbit', 'dequantize_lowbit', 'lowbit_weight', 'LowBitMatmul', 'lowbit_linear', 'LowBitLinear']
+           'quantize_lowbit', 'dequantize_lowbit', 'lowbit_weight', 'LowBitMatmul', 'lowbit_linear', 'LowBitLinear',
+           'lowbit_time_parts']
 
 # %% ../nbs/04a_lowbit.ipynb #9b7c91b1
 def minmax_init(W:torch.Tensor, # float32 groups, one a row: (n_groups, group_size)
@@ -307,7 +308,7 @@ def from_weight(cls:LowBitLinear, w:torch.Tensor, bias:torch.Tensor|None,
 @patch(cls_method=True)
 def check_weight(cls:LowBitLinear, w:torch.Tensor, spec:QuantSpec):
     "Raise a ValueError that names the fix if `w` can't be quantized as `spec` says."
-    QuantLinear.check_weight.__func__(cls, w, spec)
+    super(LowBitLinear, cls).check_weight(w, spec)
     if spec.blocksize and w.numel() % spec.blocksize:
         ok = [g for g in QUANT_KINDS[spec.kind].blocksizes if g and w.numel() % g == 0]
         raise ValueError(f"{spec.kind}: a weight of shape {tuple(w.shape)} doesn't split into "
@@ -316,7 +317,7 @@ def check_weight(cls:LowBitLinear, w:torch.Tensor, spec:QuantSpec):
 @patch(cls_method=True)
 def meta(cls:LowBitLinear, shape:tuple, dtype:torch.dtype, bias:torch.Tensor|None,
          spec:QuantSpec)->LowBitLinear:
-    "A meta-device `LowBitLinear` with the buffers `from_weight` gives `shape`: a skeleton to shard."
+    "A meta-device skeleton with the buffers `from_weight` gives `shape`, to shard (11_fsdp)."
     n, bits = math.prod(shape), LOWBIT_BITS[spec.kind]
     k, nb = _layout(bits)
     e = lambda *s: torch.empty(*s, dtype=torch.float32, device='meta')
@@ -340,3 +341,28 @@ register_quant(QuantKind('ternary', LowBitLinear, (0, *HQQ_GROUPS), 64, None, _t
                          "BitNet b1.58 absmean ternary in 2 bits, a float32 scale per group "
                          "(0: per tensor): 2.5 bits a weight at 64"))
 lora_classes[LowBitLinear] = QLoRALinear
+
+# %% ../nbs/04a_lowbit.ipynb #4577a556
+def lowbit_time_parts(q:LowBitWeight, # the layer's weight
+                      n_tokens:int=512, # rows of the input
+                      reps:int=10, # timed repetitions; the median is kept
+                     )->dict:
+    "Seconds for each part of one low-bit layer's forward+backward, and the float32 one's."
+    W = dequantize_lowbit(q).float()
+    x = torch.randn(n_tokens, q.shape[1], requires_grad=True)
+    def fwd_bwd(f): f(x).sum().backward()
+    parts = dict(unpack_shift=lambda: unpack_bits(q.packed, q.bits, q.numel),
+                 dequantize=lambda: lowbit_weight(q, torch.float32),
+                 matmul=lambda: F.linear(x.detach(), W),
+                 lowbit_fwd_bwd=lambda: fwd_bwd(lambda x: lowbit_linear(x, q)),
+                 fp32_fwd_bwd=lambda: fwd_bwd(lambda x: F.linear(x, W)))
+    if q.bits in (1, 2, 4): parts['unpack_lut'] = lambda: unpack_bits_lut(q.packed, q.bits, q.numel)
+    def median(f):
+        f()  # warm up
+        ts = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            f()
+            ts.append(time.perf_counter() - t)
+        return sorted(ts)[len(ts) // 2]
+    return {k: median(f) for k, f in parts.items()}
