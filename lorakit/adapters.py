@@ -27,7 +27,7 @@ def base_quantization(model:nn.Module)->dict|None:
     if not nf4: return None
     # read from each layer's settings (meta: shape, dtype, blocksize, nested_blocksize), not from
     # its tensors, which a sharded model (11_fsdp) holds in pieces
-    kinds = {(m.meta[2], m.nested_absmax is not None, str(m.meta[1]).removeprefix('torch.'))
+    kinds = {(m.qmeta[2], m.nested_absmax is not None, str(m.qmeta[1]).removeprefix('torch.'))
              for m in nf4.values()}
     if len(kinds) > 1:
         raise ValueError("the NF4 layers differ in (blocksize, double_quant, dtype): "

@@ -5,7 +5,8 @@
 # %% ../nbs/04_qlora.ipynb #100d4a1d
 from __future__ import annotations
 import functools, itertools, logging, math, threading, warnings
-from dataclasses import dataclass, asdict, fields
+from dataclasses import dataclass, asdict, fields, replace
+from typing import Callable
 import torch, torch.nn as nn, torch.nn.functional as F
 from fastcore.basics import patch
 from .core import *
@@ -20,9 +21,9 @@ logging.getLogger('bitsandbytes.backends.cpu.ops').addFilter(
 import bitsandbytes.functional as bnbF
 
 # %% auto #0
-__all__ = ['QUANT_KINDS', 'QUANT_FLAGS', 'bnb_quant_state', 'bnb_dequantize', 'dequantize_for_matmul', 'assert_dequantize_paths',
-           'NF4Matmul', 'nf4_linear', 'NF4Linear', 'QLoRALinear', 'QuantSpec', 'check_quant', 'takes_quant',
-           'model_nbytes', 'quantize_base', 'merge_to_16bit', 'merge_to_nf4']
+__all__ = ['QUANT_KINDS', 'bnb_quant_state', 'bnb_dequantize', 'dequantize_for_matmul', 'assert_dequantize_paths', 'NF4Matmul',
+           'nf4_linear', 'QuantLinear', 'NF4Linear', 'QLoRALinear', 'QuantKind', 'register_quant', 'quant_flags',
+           'QuantSpec', 'check_quant', 'takes_quant', 'model_nbytes', 'quantize_base', 'merge_to_16bit', 'merge_to_nf4']
 
 # %% ../nbs/04_qlora.ipynb #871bebf6
 _local = threading.local()
@@ -145,11 +146,49 @@ def nf4_linear(x:torch.Tensor, q:NF4Weight, bias:torch.Tensor|None=None,
     "`x @ W.T + bias`, `W` stored in `q`: differentiable in `x` (and `bias`, if it requires grad)."
     return NF4Matmul.apply(x, q, bias, backend)
 
+# %% ../nbs/04_qlora.ipynb #7d1af84c
+class QuantLinear(nn.Module):
+    "A frozen linear layer whose weight is held quantized: the base of every kind in `QUANT_KINDS`."
+    int_keys:tuple = ()  # the buffers holding quantized state: integers, or float32 bits as int32
+
+    def forward(self, x): return F.linear(x, self.weight.to(x.dtype), self.bias)
+
+    @property
+    def weight(self)->torch.Tensor: raise NotImplementedError  # dense, in `dtype`
+
+    @property
+    def dtype(self)->torch.dtype: return self.weight.dtype  # the dtype it was quantized from
+
+    def spec(self)->QuantSpec: raise NotImplementedError  # kind, blocksize, double_quant
+
+    @classmethod
+    def from_weight(cls, w:torch.Tensor, bias:torch.Tensor|None, spec:QuantSpec)->QuantLinear:
+        raise NotImplementedError
+
+    @classmethod
+    def meta(cls, shape:tuple, dtype:torch.dtype, bias:torch.Tensor|None,
+             spec:QuantSpec)->QuantLinear:
+        raise NotImplementedError
+
+    @classmethod
+    def check_weight(cls, w:torch.Tensor, spec:QuantSpec):
+        "Raise a ValueError that names the fix if `w` can't be quantized as `spec` says."
+        if w.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+            raise ValueError(f"{spec.kind} quantizes float32, bfloat16 or float16 weights, "
+                             f"got {w.dtype}: convert with w.float() first")
+        if w.ndim != 2 or w.numel() == 0:
+            raise ValueError(f"{spec.kind} quantizes a non-empty 2-D weight (out_features, "
+                             f"in_features), got shape {tuple(w.shape)}")
+        if not torch.isfinite(w).all():
+            raise ValueError("weight has NaN or inf values: find where they came from before "
+                             "quantizing (lorakit.instrument traces NaNs)")
+
 # %% ../nbs/04_qlora.ipynb #365a2075
 _f32_bufs = ('absmax', 'nested_absmax', 'offset')
 
-class NF4Linear(nn.Module):
+class NF4Linear(QuantLinear):
     "A frozen linear layer, weight in NF4 buffers: `x @ W.T + b` with `W` dequantized on the fly."
+    int_keys = ('packed', 'absmax', 'nested_absmax', 'offset')
     def __init__(self, q:NF4Weight, # the quantized weight, of shape (out_features, in_features)
                  bias:torch.Tensor|None=None, # kept as a frozen parameter
                 ):
@@ -159,8 +198,9 @@ class NF4Linear(nn.Module):
                              f"got shape {tuple(q.shape)}")
         self.out_features, self.in_features = q.shape
         self.n_quantized_params = q.numel  # what count_params counts for the weight held in buffers
-        self.meta, self.backend = _nf4_meta(q), 'auto'
-        for k, t in zip(('packed', 'absmax', 'nested_absmax', 'offset'), _nf4_tensors(q)):
+        # shape, dtype, blocksize, nested_blocksize: what `q` rebuilds the `NF4Weight` from
+        self.qmeta, self.backend = _nf4_meta(q), 'auto'
+        for k, t in zip(self.int_keys, _nf4_tensors(q)):
             as_bits = k in _f32_bufs and t is not None and t.dtype == torch.float32
             self.register_buffer(k, t.view(torch.int32) if as_bits else t)
         if bias is not None: bias = nn.Parameter(bias.detach().clone(), requires_grad=False)
@@ -172,17 +212,20 @@ class NF4Linear(nn.Module):
 @patch(as_prop=True)
 def q(self:NF4Linear)->NF4Weight:
     "The layer's `NF4Weight`, its float32 scales viewed back from their int32 bits."
-    bufs = (self.packed, self.absmax, self.nested_absmax, self.offset)
+    bufs = [getattr(self, k) for k in self.int_keys]
     ts = [t.view(torch.float32) if k in _f32_bufs and t is not None and t.dtype == torch.int32
-          else t for k, t in zip(('packed', 'absmax', 'nested_absmax', 'offset'), bufs)]
-    return _nf4_from(ts, self.meta)
+          else t for k, t in zip(self.int_keys, bufs)]
+    return _nf4_from(ts, self.qmeta)
 
 @patch(as_prop=True)
 def weight(self:NF4Linear)->torch.Tensor:
     "The dense weight, dequantized on access, in the dtype it was quantized from."
     # a skeleton (11_fsdp) has no bytes to dequantize
-    if self.packed.is_meta: return torch.empty(self.meta[0], dtype=self.meta[1], device='meta')
+    if self.packed.is_meta: return torch.empty(self.qmeta[0], dtype=self.qmeta[1], device='meta')
     return dequantize_nf4(self.q)
+
+@patch(as_prop=True)
+def dtype(self:NF4Linear)->torch.dtype: return self.qmeta[1]
 
 @patch
 def extra_repr(self:NF4Linear):
@@ -193,7 +236,7 @@ def extra_repr(self:NF4Linear):
 def from_linear(cls:NF4Linear, lin:nn.Module, # an `nn.Linear` to quantize
                 blocksize:int=64, double_quant:bool=True)->NF4Linear:
     "Quantize the weight of `lin` into a new `NF4Linear`."
-    if isinstance(lin, NF4Linear):
+    if isinstance(lin, QuantLinear):
         raise ValueError("this layer is already quantized to NF4: quantize the original nn.Linear, "
                          "or use it as it is")
     if not isinstance(lin, nn.Linear):
@@ -202,47 +245,118 @@ def from_linear(cls:NF4Linear, lin:nn.Module, # an `nn.Linear` to quantize
 
 # %% ../nbs/04_qlora.ipynb #4b6055bb
 class QLoRALinear(LoRALinear):
-    "LoRA on an `NF4Linear`: 4-bit `x @ W.T + b`, plus `LoRALinear`'s `scale * B(A(dropout(x)))`."
-    base_type = NF4Linear
+    "LoRA on a `QuantLinear`: the quantized `x @ W.T + b`, plus `scale * B(A(dropout(x)))`."
+    base_type = QuantLinear
 
 @patch
 def merge(self:QLoRALinear):
-    raise RuntimeError("an NF4 base can't take the LoRA update in place: "
-                       "use merge_to_16bit(model), which keeps the trained model "
-                       "(exactly, in float32), or merge_to_nf4(model), "
+    raise RuntimeError(f"a quantized base ({type(self.base).__name__}) can't take the LoRA update "
+                       "in place: use merge_to_16bit(model), which keeps the trained model "
+                       "(exactly, in float32), or for an NF4 base merge_to_nf4(model), "
                        "which requantizes and adds error")
 
 QLoRALinear.unmerge = QLoRALinear.merge
-lora_classes[NF4Linear] = QLoRALinear
+lora_classes[QuantLinear] = QLoRALinear  # every kind: `lora_class` looks along the MRO
 
 # %% ../nbs/04_qlora.ipynb #4fbc1e18
-QUANT_KINDS = ('nf4',)  # the base quantizations lorakit implements
-QUANT_FLAGS = (*QUANT_KINDS, 'none')  # what `--quant` takes: a kind, or a full-precision base
+@dataclass(frozen=True)
+class QuantKind:
+    "A kind of base quantization: its flag, its layer, the settings it takes, its cost."
+    name:str # the `--quant` flag, e.g. 'nf4'
+    layer:type # the `QuantLinear` subclass that holds a weight this way
+    blocksizes:tuple # the blocksizes (weights per scale) it takes
+    blocksize:int # the default
+    double_quant:bool|None # the default; None: the kind has no double quantization
+    bits:Callable # bits stored per weight, scales included: `bits(spec)->float`
+    doc:str # one line for --help and errors
 
+QUANT_KINDS = {}  # name -> `QuantKind`: the base quantizations lorakit implements
+
+def register_quant(kind:QuantKind):
+    "Add `kind` to `QUANT_KINDS`, so `--quant`, `QuantSpec` and `quantize_base` take it."
+    if not (isinstance(kind.layer, type) and issubclass(kind.layer, QuantLinear)):
+        raise TypeError(f"QuantKind {kind.name!r}: layer must be a QuantLinear subclass, "
+                        f"got {kind.layer!r}")
+    if kind.blocksize not in kind.blocksizes:
+        raise ValueError(f"QuantKind {kind.name!r}: the default blocksize {kind.blocksize} "
+                         f"is not one of its blocksizes {kind.blocksizes}")
+    QUANT_KINDS[kind.name] = kind
+
+def quant_flags()->tuple:
+    "What `--quant` takes: a registered kind, or 'none' for a full-precision base."
+    return (*QUANT_KINDS, 'none')
+
+# %% ../nbs/04_qlora.ipynb #f6e5fb84
 @dataclass(frozen=True)
 class QuantSpec:
     "How a base is quantized: the kind, its blocksize and double quantization, which layers."
     kind:str='nf4' # one of `QUANT_KINDS`
-    blocksize:int=64 # weights per absmax scale, one of `BLOCKSIZES`
-    double_quant:bool=True # quantize the absmaxes too: 4.127 bits a weight, not 4.5
+    blocksize:int|None=None # weights per scale, one the kind takes; None: the kind's default
+    double_quant:bool|None=None # quantize the scales too (NF4: 4.127 bits a weight, not 4.5)
     targets:str|tuple='all-linear' # which nn.Linear layers, in the forms `add_lora` takes
     def __post_init__(self):
-        bs, t = self.blocksize, self.targets
-        check_arg('kind', self.kind, self.kind in QUANT_KINDS, f'one of {QUANT_KINDS}')
-        check_arg('blocksize', bs, type(bs) is int and bs in BLOCKSIZES,
-                  f'one of {BLOCKSIZES} (what bitsandbytes reads)')
-        check_arg('double_quant', self.double_quant, type(self.double_quant) is bool,
-                  'True or False')
+        check_arg('kind', self.kind, self.kind in QUANT_KINDS, f'one of {tuple(QUANT_KINDS)}')
+        k, t = QUANT_KINDS[self.kind], self.targets
+        put = functools.partial(object.__setattr__, self)  # a frozen dataclass's own fields
+        if self.blocksize is None: put('blocksize', k.blocksize)
+        if self.double_quant is None or k.double_quant is None and self.double_quant is False:
+            put('double_quant', k.double_quant)
+        bs, dq = self.blocksize, self.double_quant
+        check_arg('blocksize', bs, type(bs) is int and bs in k.blocksizes,
+                  f'one of {k.blocksizes} for {self.kind!r}')
+        no_dq = k.double_quant is None
+        want = f'None or False for {self.kind!r} (no double quantization)' if no_dq else None
+        check_arg('double_quant', dq, dq is None if no_dq else type(dq) is bool,
+                  want or 'True or False')
         names = isinstance(t, (list, tuple)) and t and all(isinstance(n, str) for n in t)
         check_arg('targets', t, isinstance(t, str) or names,
                   "'all-linear', a regex, or a list of layer names")
-        if not isinstance(t, str): object.__setattr__(self, 'targets', tuple(t))  # hashable
+        if not isinstance(t, str): put('targets', tuple(t))  # hashable
 
     @classmethod
     def from_flag(cls, flag:str)->QuantSpec|None:
         "The spec `--quant` names: the kind's defaults, or None for 'none' (full precision)."
-        check_arg('--quant', flag, flag in QUANT_FLAGS, f'one of {QUANT_FLAGS}')
+        check_arg('--quant', flag, flag in quant_flags(), f'one of {quant_flags()}')
         return None if flag == 'none' else cls(kind=flag)
+
+    def bits(self)->float:
+        "Bits stored per quantized weight, scales and zeros included."
+        return QUANT_KINDS[self.kind].bits(self)
+
+# %% ../nbs/04_qlora.ipynb #c4dc82d7
+@patch
+def spec(self:NF4Linear)->QuantSpec:
+    "How the layer was quantized, read from its settings (a sharded layer holds its tensors split)."
+    return QuantSpec('nf4', self.qmeta[2], self.nested_absmax is not None)
+
+@patch(cls_method=True)
+def from_weight(cls:NF4Linear, w:torch.Tensor, bias:torch.Tensor|None, spec:QuantSpec)->NF4Linear:
+    "Quantize the dense weight `w` to NF4 as `spec` says."
+    return cls(quantize_nf4(w.detach(), spec.blocksize, spec.double_quant), bias)
+
+@patch(cls_method=True)
+def meta(cls:NF4Linear, shape:tuple, dtype:torch.dtype, bias:torch.Tensor|None,
+         spec:QuantSpec)->NF4Linear:
+    "A meta-device `NF4Linear` with the buffers `from_weight` gives `shape`: a skeleton to shard."
+    n, e = math.prod(shape), lambda k, dt: torch.empty(k, dtype=dt, device='meta')
+    blocks = -(-n // spec.blocksize)
+    q = NF4Weight(e(-(-n // 2), torch.uint8), e(blocks, torch.float32), torch.Size(shape), dtype,
+                  spec.blocksize)
+    if spec.double_quant:
+        q = replace(q, absmax=e(blocks, torch.uint8), offset=e((), torch.float32),
+                    nested_absmax=e(-(-blocks // q.nested_blocksize), torch.float32))
+    return cls(q, bias)
+
+@patch(cls_method=True)
+def check_weight(cls:NF4Linear, w:torch.Tensor, spec:QuantSpec):
+    check_quantizable(w, spec.blocksize)
+
+def _nf4_bits(s:QuantSpec)->float:
+    "4-bit codes and an absmax per block: a float32, or a uint8 code with its share of a float32."
+    return 4 + (8/s.blocksize + 32/(256*s.blocksize) if s.double_quant else 32/s.blocksize)
+
+register_quant(QuantKind('nf4', NF4Linear, BLOCKSIZES, 64, True, _nf4_bits,
+                         "4-bit NormalFloat (QLoRA): 4.127 bits a weight, scales double-quantized"))
 
 # %% ../nbs/04_qlora.ipynb #11b455f8
 @patch
@@ -288,20 +402,21 @@ def model_nbytes(m:nn.Module)->int:
 
 @takes_quant
 def quantize_base(model:nn.Module, # the model, changed in place
-                  quant:QuantSpec=QuantSpec(), # how, and which nn.Linear layers (`targets`)
+                  quant:QuantSpec=QuantSpec(), # the kind, its settings, which layers (`targets`)
                   exclude=None, # names or a regex to leave in full precision
                  )->nn.Module:
-    "Replace the `nn.Linear`s `quant.targets` picks in `model` by frozen `NF4Linear`s; return it."
+    "Replace the `nn.Linear`s `quant.targets` picks by frozen layers of `quant.kind`; return it."
     q = check_quant(quant, none_ok=False)
+    layer = QUANT_KINDS[q.kind].layer
     if lora_modules(model):
         raise ValueError("model already has LoRA: call quantize_base first, then add_lora")
     mods = {n: model.get_submodule(n) for n in find_targets(model, q.targets, exclude)}
     for n, m in mods.items():
-        if isinstance(m, NF4Linear):
-            raise ValueError(f"{n} is already quantized to NF4: leave it out with exclude=[{n!r}]")
-        check_quantizable(m.weight, q.blocksize)
-    for n, m in mods.items():
-        set_module(model, n, NF4Linear.from_linear(m, q.blocksize, q.double_quant))
+        if isinstance(m, QuantLinear):
+            raise ValueError(f"{n} is already quantized to {m.spec().kind}: "
+                             f"leave it out with exclude=[{n!r}]")
+        layer.check_weight(m.weight, q)
+    for n, m in mods.items(): set_module(model, n, layer.from_weight(m.weight.detach(), m.bias, q))
     return model
 
 # %% ../nbs/04_qlora.ipynb #3fa57088
@@ -316,14 +431,14 @@ def _swap_qlora(model:nn.Module, make)->nn.Module:
         if isinstance(m, QLoRALinear): set_module(model, n, make(m))
     return model
 
-def merge_to_16bit(model:nn.Module, # a model with QLoRA layers, changed in place
+def merge_to_16bit(model:nn.Module, # a model with QLoRA layers (any `QuantLinear` base), in place
                    dtype:torch.dtype|None=None, # the merged dtype (default: each base's original)
                   )->nn.Module:
     "Merge QLoRA layers into frozen `nn.Linear`s, exact in float32 (a 16-bit `dtype` rounds once)."
     def make(m):
         W = _merged_weight(m)
         lin = nn.Linear(m.base.in_features, m.base.out_features, bias=m.base.bias is not None,
-                        device=W.device, dtype=dtype or m.base.q.dtype)
+                        device=W.device, dtype=dtype or m.base.dtype)
         with torch.no_grad():
             lin.weight.copy_(W)
             if lin.bias is not None: lin.bias.copy_(m.base.bias)
@@ -331,9 +446,14 @@ def merge_to_16bit(model:nn.Module, # a model with QLoRA layers, changed in plac
     return _swap_qlora(model, make)
 
 # %% ../nbs/04_qlora.ipynb #60c36791
-def merge_to_nf4(model:nn.Module, # a model with QLoRA layers, changed in place
+def merge_to_nf4(model:nn.Module, # a model with QLoRA layers on NF4 bases, changed in place
                 )->nn.Module:
     "Merge each update and requantize to NF4 (lossy): warns with its error over `merge_to_16bit`."
+    mods = [model] if isinstance(model, QLoRALinear) else lora_modules(model).values()
+    if other := sorted({type(m.base).__name__ for m in mods if isinstance(m, QLoRALinear)
+                        and not isinstance(m.base, NF4Linear)}):
+        raise ValueError(f"merge_to_nf4 requantizes NF4 bases, and this model has {other}: "
+                         "use merge_to_16bit(model)")
     errs, deltas = [], []
     def make(m):
         W, q = _merged_weight(m), m.base.q

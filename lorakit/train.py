@@ -14,7 +14,7 @@ from .core import *
 from .model import Llama, generate
 from .data import *
 from .objective import *
-from .qlora import QUANT_FLAGS
+from .qlora import quant_flags
 from .pretrain import base_path
 
 # %% auto #0
@@ -25,7 +25,7 @@ __all__ = ['PREF_LOSSES', 'REF_MODES', 'OPTIMIZERS', 'SETTINGS', 'REWARD_KEYS', 
            'plot_history', 'sample_text']
 
 # %% ../nbs/07_train.ipynb #ce4657b4
-_losses = ('auto', 'chunked', 'plain')  # `SCHEDULES` are 05b's, `QUANT_FLAGS` 04's
+_losses = ('auto', 'chunked', 'plain')  # `SCHEDULES` are 05b's, `quant_flags()` 04's
 # the preference losses of 14_dpo's `DPOLoss`, which a job on pairs takes
 PREF_LOSSES = ('dpo', 'simpo')
 REF_MODES = ('auto', 'on', 'off') # --precompute-ref
@@ -169,7 +169,7 @@ def _check_config(c:TrainConfig):
               'a number >= 0')
     check_arg('--dropout', c.dropout, _is_num(c.dropout) and 0 <= c.dropout < 1,
               'a number in [0, 1)')
-    check_arg('--quant', c.quant, c.quant in QUANT_FLAGS, f'one of {QUANT_FLAGS}')
+    check_arg('--quant', c.quant, c.quant in quant_flags(), f'one of {quant_flags()}')
     check_arg('--optimizer', c.optimizer, c.optimizer in OPTIMIZERS, f'one of {tuple(OPTIMIZERS)}')
     check_arg('--schedule', c.schedule, c.schedule in SCHEDULES, f'one of {SCHEDULES}')
     check_arg('--loss', c.loss, c.loss in _losses + PREF_LOSSES, f'one of {_losses + PREF_LOSSES}')
