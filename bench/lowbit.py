@@ -228,13 +228,19 @@ def dense(w):
     return lambda x: F.linear(x, w)
 
 def lorakit_layer(kind:str, w):
-    "lorakit's layer of `kind` (04's registry), and the dequantize its matmul runs."
+    "lorakit's layer of `kind` (04's registry), the dequantize its matmul runs, and the unpack alone (or None)."
     from lorakit.qlora import QUANT_KINDS, QuantSpec
     layer = QUANT_KINDS[kind].layer.from_weight(w, None, QuantSpec(kind))
     if kind == 'nf4':
         from lorakit.qlora import dequantize_for_matmul
-        return layer, lambda: dequantize_for_matmul(layer.q, torch.float32)
-    return layer, lambda: layer.weight
+        return layer, lambda: dequantize_for_matmul(layer.q, torch.float32), None
+    from lorakit.lowbit import lowbit_weight, unpack_bits, unpack_bits_lut
+    q = layer.q
+    if q.bits in (1, 2, 4):
+        buf = torch.empty(q.packed.numel() * 8 // q.bits, dtype=torch.uint8)
+        unpack = lambda: unpack_bits_lut(q.packed, q.bits, q.numel, out=buf)
+    else: unpack = lambda: unpack_bits(q.packed, q.bits, q.numel)
+    return layer, lambda: lowbit_weight(q, torch.float32), unpack
 
 def bnb_layer(w):
     "bitsandbytes' Linear4bit (NF4, blocksize 64, double quantization) on the CPU, and its dequantize."
@@ -243,7 +249,7 @@ def bnb_layer(w):
                            compress_statistics=True)
     l4.weight = bnb.nn.Params4bit(w.clone(), requires_grad=False, quant_type='nf4', compress_statistics=True)
     l4 = l4.to('cpu')
-    return l4, lambda: bnbF.dequantize_4bit(l4.weight.data, l4.weight.quant_state)
+    return l4, lambda: bnbF.dequantize_4bit(l4.weight.data, l4.weight.quant_state), None
 
 def hqq_layer(w, bits:int):
     "The hqq package's HQQLinear (group size 64, axis 1, PyTorch backend), and its dequantize."
@@ -252,7 +258,7 @@ def hqq_layer(w, bits:int):
     with torch.no_grad(): lin.weight.copy_(w)
     h = HQQLinear(lin, BaseQuantizeConfig(nbits=bits, group_size=64, axis=1), compute_dtype=torch.float32,
                   device='cpu', del_orig=True)
-    return h, h.dequantize
+    return h, h.dequantize, None
 
 def round_robin(fns:dict, reps:int)->dict:
     "Median seconds of each function, after a warm-up, every function once per round, the order rotated each round."
@@ -272,42 +278,50 @@ def speed(a):
     print(f"\n### One layer's forward + backward (w.r.t. the input) at SmolLM2's shapes, x of 2 x 256 tokens, CPU fp32\n")
     print(f"{a.reps} rounds, every case once a round in turn; {torch.get_num_threads()} threads, capability "
           f"{torch.backends.cpu.get_cpu_capability()}, torch {torch.__version__}. `dequantize`: the layer's weight "
-          f"unpacked alone (a step does it twice: forward, and again in backward); `matmuls`: the fp32 row; `rest`: "
-          f"step - matmuls - 2 x dequantize.\n")
-    print("| shape | layer | step ms | / fp32 | dequantize ms | 2 x dequantize / step | rest ms | output |")
-    print("|---|---|---:|---:|---:|---:|---:|---|")
+          f"made dense alone, as its matmul does it (a step does it twice: forward, and again in backward); `unpack`: "
+          f"the codes out of their bytes alone (lorakit's low-bit kinds: a byte table for 2 and 4 bits, shifts for 3); "
+          f"the matmuls take the fp32 row's time; `rest`: step - fp32 step - 2 x dequantize. `output`: whether the "
+          f"layer's output is x @ Wq.T for the weight its dequantize gives.\n")
+    print("| shape | layer | step ms | / fp32 | dequantize ms | of it unpack ms | 2 x dequantize / step | rest ms | "
+          "output |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
     notes = []
     for sname, (o, i) in SHAPES.items():
         w = torch.randn(o, i) / i ** 0.5
         x = torch.randn(2, 256, i, requires_grad=True)
         g = torch.randn(2, 256, o)
-        layers, deq = {'fp32 F.linear': dense(w)}, {}
+        layers, deq, unpack = {'fp32 F.linear': dense(w)}, {}, {}
+        def add(name, make, *args):
+            try: layers[name], deq[name], u = make(*args)
+            except Exception as e:
+                notes.append(f"{name} didn't run on the CPU: {e!r:.200}")
+                return
+            if u is not None: unpack[name] = u
         for k in a.speed_kinds.split(','):
-            if k == 'bnb':
-                try: layers['bnb Linear4bit (NF4)'], deq['bnb Linear4bit (NF4)'] = bnb_layer(w)
-                except Exception as e: notes.append(f"bitsandbytes' Linear4bit didn't run: {e!r:.200}")
-            elif k.startswith('hqq-pkg'):
-                b = int(k[-1])
-                try: layers[f'hqq HQQLinear {b}-bit'], deq[f'hqq HQQLinear {b}-bit'] = hqq_layer(w, b)
-                except Exception as e: notes.append(f"hqq's HQQLinear {b}-bit didn't run on the CPU: {e!r:.200}")
-            else: layers[f'lorakit {k}'], deq[f'lorakit {k}'] = lorakit_layer(k, w)
+            if k == 'bnb': add('bnb Linear4bit (NF4)', bnb_layer, w)
+            elif k.startswith('hqq-pkg'): add(f'hqq HQQLinear {k[-1]}-bit', hqq_layer, w, int(k[-1]))
+            else: add(f'lorakit {k}', lorakit_layer, k, w)
         ref_y = {n: l(x).detach() for n, l in layers.items()}
         outcome = {}
         for n, f in deq.items():  # does the layer compute x @ W.T with the weight it dequantizes?
             with torch.no_grad(): err = (ref_y[n] - F.linear(x, f())).abs().max() / ref_y[n].abs().max()
             outcome[n] = 'x @ Wq.T' if err < 1e-5 else f'differs from x @ Wq.T by {err:.1e}'
-        if 'bnb Linear4bit (NF4)' in outcome and 'lorakit nf4' in layers:  # same NF4 bytes on both sides
+        if 'bnb Linear4bit (NF4)' in outcome and 'lorakit nf4' in layers:
+            same = torch.equal(layers['bnb Linear4bit (NF4)'].weight.data.view(-1), layers['lorakit nf4'].q.packed)
             with torch.no_grad():
                 e = (ref_y['bnb Linear4bit (NF4)'] - ref_y['lorakit nf4']).abs().max() / ref_y['lorakit nf4'].abs().max()
-            outcome['bnb Linear4bit (NF4)'] += '; = lorakit nf4' if e < 1e-5 else f"; differs from lorakit's NF4 by {e:.1e}"
+            outcome['bnb Linear4bit (NF4)'] += (f"; {'the same' if same else 'other'} NF4 bytes as lorakit's, "
+                                                + ('the same output' if e < 1e-5 else f'output differs by {e:.1e}'))
         t = round_robin({n: fwd_bwd(l, x, g) for n, l in layers.items()}, a.reps)
         td = round_robin(dict(deq), a.reps) if deq else {}
+        tu = round_robin(dict(unpack), a.reps) if unpack else {}
         base = t['fp32 F.linear']
         for n in layers:
             if n in td:
-                print(f"| {sname} | {n} | {t[n]*1e3:.2f} | {t[n]/base:.2f} | {td[n]*1e3:.2f} | {2*td[n]/t[n]:.0%} | "
-                      f"{(t[n] - base - 2*td[n])*1e3:.2f} | {outcome[n]} |")
-            else: print(f"| {sname} | {n} | {t[n]*1e3:.2f} | 1.00 | – | – | – | – |")
+                u = f"{tu[n]*1e3:.2f}" if n in tu else '–'
+                print(f"| {sname} | {n} | {t[n]*1e3:.2f} | {t[n]/base:.2f} | {td[n]*1e3:.2f} | {u} | "
+                      f"{2*td[n]/t[n]:.0%} | {(t[n] - base - 2*td[n])*1e3:.2f} | {outcome[n]} |")
+            else: print(f"| {sname} | {n} | {t[n]*1e3:.2f} | 1.00 | – | – | – | – | – |")
     print("\nbitsandbytes' CPU dequantize gives wrong values on AVX-512 for some shapes (see `bench/nf4.py "
           "--dispatch`): its row is timing only, and the output column says whether its values agreed here.")
     for n in notes: print(n)
