@@ -4,17 +4,19 @@
 
 # %% ../nbs/04a_lowbit.ipynb #b624735c
 from __future__ import annotations
-import threading
+import math, threading, time
 from dataclasses import dataclass
 import torch, torch.nn as nn, torch.nn.functional as F
 from fastcore.basics import patch
 from .core import *
+from .inject import *
 from .qlora import *
 
 # %% auto #0
-__all__ = ['PACK_BITS', 'LOWBIT_BITS', 'minmax_init', 'shrink_lp', 'hqq_quantize', 'hqq_dequantize', 'ternary_quantize',
-           'pack_bits', 'unpack_bits', 'unpack_table', 'unpack_bits_lut', 'LowBitWeight', 'quantize_lowbit',
-           'dequantize_lowbit', 'lowbit_weight', 'LowBitMatmul', 'lowbit_linear']
+__all__ = ['PACK_BITS', 'LOWBIT_BITS', 'HQQ_GROUPS', 'minmax_init', 'shrink_lp', 'hqq_quantize', 'hqq_dequantize',
+           'ternary_quantize', 'pack_bits', 'unpack_bits', 'unpack_table', 'unpack_bits_lut', 'LowBitWeight',
+           'quantize_lowbit', 'dequantize_lowbit', 'lowbit_weight', 'LowBitMatmul', 'lowbit_linear', 'LowBitLinear',
+           'lowbit_time_parts']
 
 # %% ../nbs/04a_lowbit.ipynb #9b7c91b1
 def minmax_init(W:torch.Tensor, # float32 groups, one a row: (n_groups, group_size)
@@ -246,3 +248,121 @@ class LowBitMatmul(torch.autograd.Function):
 def lowbit_linear(x:torch.Tensor, q:LowBitWeight, bias:torch.Tensor|None=None)->torch.Tensor:
     "`x @ W.T + bias`, `W` stored in `q`: differentiable in `x` (and `bias`, if it requires grad)."
     return LowBitMatmul.apply(x, q, bias)
+
+# %% ../nbs/04a_lowbit.ipynb #72ae373e
+class LowBitLinear(QuantLinear):
+    "A frozen linear layer with a HQQ or ternary weight in packed buffers, dequantized on the fly."
+    int_keys = ('packed', 'scales', 'zeros')
+    def __init__(self, q:LowBitWeight, # the quantized weight, of shape (out_features, in_features)
+                 bias:torch.Tensor|None=None, # kept as a frozen parameter
+                ):
+        super().__init__()
+        if len(q.shape) != 2:
+            raise ValueError(f"LowBitLinear needs a 2-D weight (out_features, in_features), "
+                             f"got shape {tuple(q.shape)}")
+        self.out_features, self.in_features = q.shape
+        self.n_quantized_params = q.numel  # what count_params counts for the weight held in buffers
+        self.qmeta = _lowbit_meta(q)  # shape, dtype, bits, group_size, kind
+        for k, t in zip(self.int_keys, (q.packed, q.scales, q.zeros)):
+            self.register_buffer(k, t if t is None or k == 'packed' else t.view(torch.int32))
+        if bias is not None: bias = nn.Parameter(bias.detach().clone(), requires_grad=False)
+        self.bias = bias
+
+    def forward(self, x): return lowbit_linear(x, self.q, self.bias)
+
+# %% ../nbs/04a_lowbit.ipynb #96f9c587
+@patch(as_prop=True)
+def q(self:LowBitLinear)->LowBitWeight:
+    "The layer's `LowBitWeight`, its float32 scales and zeros viewed back from their int32 bits."
+    f32 = lambda t: None if t is None else t.view(torch.float32)
+    return LowBitWeight(self.packed, f32(self.scales), f32(self.zeros), *self.qmeta)
+
+@patch(as_prop=True)
+def weight(self:LowBitLinear)->torch.Tensor:
+    "The dense weight, dequantized on access, in the dtype it was quantized from."
+    # a skeleton (11_fsdp) has no bytes to dequantize
+    if self.packed.is_meta: return torch.empty(self.qmeta[0], dtype=self.qmeta[1], device='meta')
+    return dequantize_lowbit(self.q)
+
+@patch(as_prop=True)
+def dtype(self:LowBitLinear)->torch.dtype: return self.qmeta[1]
+
+@patch
+def spec(self:LowBitLinear)->QuantSpec:
+    "How the layer was quantized: its kind and group size."
+    return QuantSpec(self.qmeta[4], self.qmeta[3])
+
+@patch
+def extra_repr(self:LowBitLinear):
+    return (f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"bias={self.bias is not None}, {self.q}")
+
+# %% ../nbs/04a_lowbit.ipynb #2722fc67
+@patch(cls_method=True)
+def from_weight(cls:LowBitLinear, w:torch.Tensor, bias:torch.Tensor|None,
+                spec:QuantSpec)->LowBitLinear:
+    "Quantize the dense weight `w` to the low-bit kind `spec` names."
+    cls.check_weight(w, spec)
+    return cls(quantize_lowbit(w.detach(), spec), bias)
+
+@patch(cls_method=True)
+def check_weight(cls:LowBitLinear, w:torch.Tensor, spec:QuantSpec):
+    "Raise a ValueError that names the fix if `w` can't be quantized as `spec` says."
+    super(LowBitLinear, cls).check_weight(w, spec)
+    if spec.blocksize and w.numel() % spec.blocksize:
+        ok = [g for g in QUANT_KINDS[spec.kind].blocksizes if g and w.numel() % g == 0]
+        raise ValueError(f"{spec.kind}: a weight of shape {tuple(w.shape)} doesn't split into "
+                         f"groups of {spec.blocksize}: use a blocksize of {ok}")
+
+@patch(cls_method=True)
+def meta(cls:LowBitLinear, shape:tuple, dtype:torch.dtype, bias:torch.Tensor|None,
+         spec:QuantSpec)->LowBitLinear:
+    "A meta-device skeleton with the buffers `from_weight` gives `shape`, to shard (11_fsdp)."
+    n, bits = math.prod(shape), LOWBIT_BITS[spec.kind]
+    k, nb = _layout(bits)
+    e = lambda *s: torch.empty(*s, dtype=torch.float32, device='meta')
+    groups = n // (spec.blocksize or n)
+    zeros = None if spec.kind == 'ternary' else e(groups, 1)
+    packed = torch.empty(-(-n // k) * nb, dtype=torch.uint8, device='meta')
+    return cls(LowBitWeight(packed, e(groups, 1), zeros, torch.Size(shape), dtype, bits,
+                            spec.blocksize, spec.kind), bias)
+
+# %% ../nbs/04a_lowbit.ipynb #29ab20ab
+HQQ_GROUPS = (32, 64, 128, 256)  # the group sizes the HQQ kinds take
+
+def _hqq_bits(s:QuantSpec)->float: return LOWBIT_BITS[s.kind] + 64 / s.blocksize
+def _ternary_bits(s:QuantSpec)->float: return 2 + (32 / s.blocksize if s.blocksize else 0)
+
+for _b in (4, 3, 2):
+    register_quant(QuantKind(f'hqq{_b}', LowBitLinear, HQQ_GROUPS, 64, None, _hqq_bits,
+                             f"HQQ {_b}-bit (no calibration data), a float32 scale and zero "
+                             f"per group: {_b + 1} bits a weight at 64"))
+register_quant(QuantKind('ternary', LowBitLinear, (0, *HQQ_GROUPS), 64, None, _ternary_bits,
+                         "BitNet b1.58 absmean ternary in 2 bits, a float32 scale per group "
+                         "(0: per tensor): 2.5 bits a weight at 64"))
+lora_classes[LowBitLinear] = QLoRALinear
+
+# %% ../nbs/04a_lowbit.ipynb #4577a556
+def lowbit_time_parts(q:LowBitWeight, # the layer's weight
+                      n_tokens:int=512, # rows of the input
+                      reps:int=10, # timed repetitions; the median is kept
+                     )->dict:
+    "Seconds for each part of one low-bit layer's forward+backward, and the float32 one's."
+    W = dequantize_lowbit(q).float()
+    x = torch.randn(n_tokens, q.shape[1], requires_grad=True)
+    def fwd_bwd(f): f(x).sum().backward()
+    parts = dict(unpack_shift=lambda: unpack_bits(q.packed, q.bits, q.numel),
+                 dequantize=lambda: lowbit_weight(q, torch.float32),
+                 matmul=lambda: F.linear(x.detach(), W),
+                 lowbit_fwd_bwd=lambda: fwd_bwd(lambda x: lowbit_linear(x, q)),
+                 fp32_fwd_bwd=lambda: fwd_bwd(lambda x: F.linear(x, W)))
+    if q.bits in (1, 2, 4): parts['unpack_lut'] = lambda: unpack_bits_lut(q.packed, q.bits, q.numel)
+    def median(f):
+        f()  # warm up
+        ts = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            f()
+            ts.append(time.perf_counter() - t)
+        return sorted(ts)[len(ts) // 2]
+    return {k: median(f) for k, f in parts.items()}
