@@ -57,7 +57,7 @@ def sweep_row(kind:str, a, ckpt, ood)->dict:
     from lorakit.finetune import Job
     from lorakit.inject import lora_parameters, lora_modules
     from lorakit.objective import evaluate_lm
-    from lorakit.qlora import QuantSpec
+    from lorakit.qlora import QuantSpec, QuantLinear
     cfg = job_config(kind, a, ckpt)
     job = Job(cfg, log=None)
     t = time.perf_counter()
@@ -65,6 +65,9 @@ def sweep_row(kind:str, a, ckpt, ood)->dict:
     t_load = time.perf_counter() - t
     bits = quant_bits(model, {id(p) for p in lora_parameters(model)})
     spec = QuantSpec.from_flag(kind)
+    got = {m.spec() for m in model.modules() if isinstance(m, QuantLinear)}
+    if got != ({spec} if spec else set()):
+        raise RuntimeError(f"--quant {kind} loaded layers quantized as {got or 'nothing'}, not as {spec}")
     bits['stated'] = spec.bits() if spec is not None else 32.
     loss = job.loss()
     def ood_loss():
