@@ -5,35 +5,36 @@
 # %% ../nbs/08_adapters.ipynb #0ac99363
 from __future__ import annotations
 import json, shutil, warnings
+from dataclasses import astuple
 from pathlib import Path
 import torch, torch.nn as nn
 from safetensors import safe_open, SafetensorError
 from safetensors.torch import save_file, load_file
 from .core import *
 from .inject import add_lora, lora_modules, lora_state_dict, unload_lora
-from .qlora import NF4Linear, QuantSpec, merge_to_16bit
+from .qlora import QUANT_KINDS, QuantLinear, QuantSpec, merge_to_16bit
 from .model import Llama
 from .gguf import load_llama
 from .data import load_tokenizer
 
 # %% auto #0
 __all__ = ['TOKENIZER_FILES', 'base_quantization', 'adapter_config', 'save_adapter', 'load_adapter', 'merged_model',
-           'merge_adapter']
+           'adapter_quant', 'merge_adapter']
 
 # %% ../nbs/08_adapters.ipynb #8095d130
 def base_quantization(model:nn.Module)->dict|None:
     "How the base of `model` was quantized, as `save_adapter` records it; None if it wasn't."
-    nf4 = {n.removesuffix('.base'): m for n, m in model.named_modules() if isinstance(m, NF4Linear)}
-    if not nf4: return None
-    # read from each layer's settings (meta: shape, dtype, blocksize, nested_blocksize), not from
-    # its tensors, which a sharded model (11_fsdp) holds in pieces
-    kinds = {(m.qmeta[2], m.nested_absmax is not None, str(m.qmeta[1]).removeprefix('torch.'))
-             for m in nf4.values()}
+    qs = {n.removesuffix('.base'): m for n, m in model.named_modules()
+          if isinstance(m, QuantLinear)}
+    if not qs: return None
+    # each layer's `spec()` and `dtype` come from its settings, not from its tensors, which a
+    # sharded model (11_fsdp) holds in pieces
+    kinds = {(*astuple(m.spec())[:3], str(m.dtype).removeprefix('torch.')) for m in qs.values()}
     if len(kinds) > 1:
-        raise ValueError("the NF4 layers differ in (blocksize, double_quant, dtype): "
-                         f"{sorted(kinds)}; quantize the base with one setting")
-    blocksize, double_quant, dtype = kinds.pop()
-    return QuantSpec('nf4', blocksize, double_quant, sorted(nf4)).to_dict() | dict(dtype=dtype)
+        raise ValueError("the quantized layers differ in (kind, blocksize, double_quant, dtype): "
+                         f"{sorted(kinds, key=str)}; quantize the base with one setting")
+    kind, blocksize, double_quant, dtype = kinds.pop()
+    return QuantSpec(kind, blocksize, double_quant, sorted(qs)).to_dict() | dict(dtype=dtype)
 
 # the record's keys before `QuantSpec`, and the spec's names for them
 _old_keys = dict(quant_type='kind', modules='targets')
@@ -44,6 +45,10 @@ def _recorded_quant(cfg:dict)->tuple|None:
     if q is None: return None
     q = {_old_keys.get(k, k): v for k, v in q.items()}
     dtype = q.pop('dtype', 'float32')
+    if q.get('kind', 'nf4') not in QUANT_KINDS:
+        raise ValueError(f"the adapter was trained on a base quantized as {q['kind']!r}, which "
+                         f"this lorakit doesn't know (it knows {tuple(QUANT_KINDS)}): upgrade "
+                         "lorakit, or merge into the original weights with base='original'")
     return QuantSpec.from_dict(q), dtype
 
 # %% ../nbs/08_adapters.ipynb #a4f2c054
@@ -177,15 +182,17 @@ def _check_adapter(model, ts, paths, cfg):
                          f"missing tensors {missing_t[:4]}, wrong shapes {bad[:4]}")
 
 def _warn_base(model, cfg, path):
-    "Warn if the adapter was trained on an NF4 base and `model`'s base is not in NF4."
-    rec = _recorded_quant(cfg)
-    if rec and base_quantization(model) is None:
-        q = rec[0]
-        warnings.warn(f"{path} was trained on an NF4 base; on this full-precision base it computes "
-                      "a different model. Load the base with quant=QuantSpec(blocksize="
-                      f"{q.blocksize}, double_quant={q.double_quant}, targets=...), or merge "
-                      "it with merge_adapter, which merges into the dequantized NF4 weights",
-                      UserWarning)
+    "Warn if the adapter was trained on a quantized base and `model`'s base is not of its kind."
+    q = cfg.get('lorakit', {}).get('base_quantization')
+    if q is None: return
+    kind, cur = q.get('kind', q.get('quant_type')), base_quantization(model)
+    if cur is not None and cur['kind'] == kind: return
+    on = 'full-precision' if cur is None else cur['kind']
+    warnings.warn(f"{path} was trained on a quantized base ({kind}); on this {on} base it "
+                  f"computes a different model. Load the base with quant=QuantSpec({kind!r}, "
+                  f"blocksize={q.get('blocksize')}, double_quant={q.get('double_quant')}, "
+                  "targets=...), or merge it with merge_adapter, which merges into the "
+                  f"dequantized {kind} weights", UserWarning)
 
 # %% ../nbs/08_adapters.ipynb #c494445d
 def _check_others(model:nn.Module, paths:list[str]):
@@ -224,19 +231,21 @@ def load_adapter(model:nn.Module, # the base model (with or without LoRA layers)
     return model
 
 # %% ../nbs/08_adapters.ipynb #c3822109
-_bases = ('auto', 'nf4', 'original')
+_bases = ('auto', 'quantized', 'nf4', 'original')  # 'nf4': the older spelling of 'quantized'
 
 def _merge_quant(cfg:dict, base:str)->tuple|None:
     "How to load the base for merging: (`QuantSpec`, dtype) as recorded, or defaults; or None."
     check_arg('base', base, base in _bases, f'one of {_bases}')
+    if base == 'original': return None  # whatever the record says, even a kind unknown here
     rec = _recorded_quant(cfg)
-    if base == 'original' or (base == 'auto' and rec is None): return None
-    return rec or (QuantSpec(), 'float32')  # PEFT's with bitsandbytes' defaults
+    if base == 'auto' and rec is None: return None
+    return rec or (QuantSpec(), 'float32')  # PEFT's QLoRA, with bitsandbytes' defaults
 
 def merged_model(model_dir:str|Path, # the base checkpoint
                  adapter_dir:str|Path, # the adapter (lorakit's or PEFT's)
-                 # merge into: 'auto' (what the adapter was trained on), 'nf4' (the dequantized NF4
-                 # weights) or 'original'
+                 # merge into: 'auto' (what the adapter was trained on), 'quantized' (the
+                 # dequantized weights of the recorded kind, or NF4's; 'nf4' spells it too)
+                 # or 'original' (the full-precision weights)
                  base:str='auto',
                  dtype:str='float32', # the merged weights' dtype
                 )->Llama:
@@ -245,11 +254,16 @@ def merged_model(model_dir:str|Path, # the base checkpoint
     model = load_llama(model_dir, dtype=qdtype, device='cpu', quant=quant)
     with warnings.catch_warnings():
         if base == 'original':  # asked for: no warning that this isn't the base it trained on
-            warnings.filterwarnings('ignore', '.* was trained on an NF4 base', UserWarning)
+            warnings.filterwarnings('ignore', '.* was trained on a quantized base', UserWarning)
         model = load_adapter(model, adapter_dir)
-    # NF4 layers first, then any LoRA on full-precision ones
+    # quantized layers first, then any LoRA on full-precision ones
     model = unload_lora(merge_to_16bit(model, dtype=get_dtype(dtype)))
     return model.to(get_dtype(dtype))
+
+def adapter_quant(path:str|Path, # an adapter directory
+                 )->tuple|None:
+    "How the adapter's base was quantized in training, as (`QuantSpec`, dtype); or None."
+    return _recorded_quant(_read_config(Path(path)))
 
 # %% ../nbs/08_adapters.ipynb #ac1fb640
 TOKENIZER_FILES = ('tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json',

@@ -77,6 +77,9 @@ def _arg(f:dataclasses.Field)->dict:
     if t == 'bool|None': return dict(type=_on_off, metavar='on|off|auto', default='auto')
     if t == 'list|None': return dict(nargs='*', metavar='PATH')
     if f.name == 'targets': return dict(type=_targets)
+    if f.name == 'quant':  # the kinds registered now (lorakit.train has loaded 04a's); the
+        from lorakit.qlora import quant_flags  # check is TrainConfig's, in one line
+        return dict(metavar='|'.join(quant_flags()))
     return dict(type={'int': int, 'int|None': int, 'float': float}.get(t, str))
 
 # %% ../nbs/99_cli.ipynb #5cf1b910
@@ -95,6 +98,12 @@ def _heading(g)->str: return g.__name__.removesuffix('Settings').lower()
 _TRAIN_DOCS = dict(targets="'all-linear', a regex, or layer names separated by commas",
                    autocast='bf16 autocast; auto: on for a GPU that supports bf16')
 
+def _quant_help()->str:
+    "--quant's help: a line for each kind registered (`lorakit.qlora.QUANT_KINDS`), and none."
+    from lorakit.qlora import QUANT_KINDS
+    kinds = '; '.join(f"{k}: {q.doc}" for k, q in QUANT_KINDS.items())
+    return f"how the base is held: {kinds}; none: full precision (plain LoRA)"
+
 # %% ../nbs/99_cli.ipynb #72a15764
 def train_parser()->argparse.ArgumentParser:
     "`lorakit-train`'s flags: one per `TrainConfig` and `Instruments` field; how to run it."
@@ -105,7 +114,7 @@ def train_parser()->argparse.ArgumentParser:
                                 description="Fine-tune a Llama, Qwen, Mistral or Gemma with "
                                 "QLoRA (or LoRA). With no arguments: the Shakespeare base that "
                                 "ships with lorakit, on Python's reference docs.")
-    docs = settings_docs() | dict(out='the run directory') | _TRAIN_DOCS
+    docs = settings_docs() | dict(out='the run directory') | _TRAIN_DOCS | dict(quant=_quant_help())
     for g in SETTINGS:  # one heading a group of `TrainConfig`'s fields
         _add_fields(p.add_argument_group(_heading(g), g.__doc__), g, docs)
     _add_fields(p.add_argument_group('instruments', 'what they write goes into --out; see '
@@ -155,9 +164,10 @@ def merge_parser()->argparse.ArgumentParser:
     p.add_argument('--adapter', required=True, help="the adapter directory (adapter_config.json "
                    "and adapter_model.safetensors), e.g. a run's adapter/")
     p.add_argument('--out', required=True, help='where to write the merged checkpoint')
-    p.add_argument('--base', default='auto', choices=('auto', 'nf4', 'original'),
+    p.add_argument('--base', default='auto', choices=('auto', 'quantized', 'nf4', 'original'),
                    help="merge into the weights the adapter was trained on ('auto'), the "
-                   "dequantized NF4 weights, or the original ones")
+                   "dequantized weights of the kind it records ('quantized', or its older "
+                   "spelling 'nf4'; NF4 if it records none), or the original ones")
     p.add_argument('--dtype', default='float32', help='dtype of the merged weights')
     p.add_argument('--overwrite', action='store_true', help='replace --out if it holds files')
     return p
@@ -166,8 +176,8 @@ def _merge(argv:list[str]):
     a = merge_parser().parse_args(argv)
     from lorakit.adapters import merge_adapter
     r = merge_adapter(a.model, a.adapter, a.out, a.dtype, a.base, a.overwrite)
-    into = ('its dequantized NF4 weights, as the adapter was trained' if r['base'] == 'nf4'
-            else 'its original weights')
+    into = (f"its dequantized {r['base']} weights, as the adapter was trained"
+            if r['base'] != 'original' else 'its original weights')
     print(f"merged {a.adapter} into {a.model} ({into}): wrote {a.out}/: {' '.join(r['files'])}")
 
 def merge_cli(argv:list[str]|None=None): # the arguments; default: the command line's
@@ -278,9 +288,10 @@ def export_parser()->argparse.ArgumentParser:
     p.add_argument('--adapter-only', action='store_true', help="write the adapter alone, as "
                    "llama.cpp's GGUF LoRA (llama.cpp's --lora, Ollama's ADAPTER), for the base "
                    "--model, which must then be a .gguf file")
-    p.add_argument('--base', default='auto', choices=('auto', 'nf4', 'original'),
+    p.add_argument('--base', default='auto', choices=('auto', 'quantized', 'nf4', 'original'),
                    help="merge into the weights the adapter was trained on ('auto'), the "
-                   "dequantized NF4 weights, or the original ones")
+                   "dequantized weights of the kind it records ('quantized', or its older "
+                   "spelling 'nf4'; NF4 if it records none), or the original ones")
     p.add_argument('--modelfile', default=None, help="the Ollama Modelfile to write; default: "
                    "beside --out, named after it (model.gguf: model.Modelfile); 'none': none")
     p.add_argument('--overwrite', action='store_true', help='replace --out and the Modelfile')
@@ -371,7 +382,8 @@ def mem_parser()->argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='lorakit-mem', description="Predict the peak GPU memory of "
                                 "a lorakit-train run, from the model's sizes alone, and say what "
                                 "makes it fit. With no arguments: lorakit-train's default job.")
-    docs = settings_docs() | dict(out='the run directory') | _TRAIN_DOCS | _MEM_DOCS
+    docs = (settings_docs() | dict(out='the run directory') | _TRAIN_DOCS | _MEM_DOCS
+            | dict(quant=_quant_help()))
     other = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in MEMORY_FIELDS)
     _add_fields(p.add_argument_group('the job', "lorakit-train's flags that change a step's "
                                      "memory"), TrainConfig, docs, skip=other)

@@ -8,7 +8,8 @@ import collections, dataclasses, functools, itertools, json
 from pathlib import Path
 import torch
 from .core import *
-from .model import Llama, LlamaConfig, NF4Linear, rope_frequencies
+from .model import Llama, LlamaConfig, rope_frequencies
+from .qlora import QuantLinear
 from .inject import lora_modules
 from .gguf import gguf_name, GGUFFile, load_llama, read_model_config
 from .data import ByteTokenizer, HFTokenizer, chat_template
@@ -307,10 +308,10 @@ def _check_writable(out:Path, kind:str, overwrite:bool, inputs:dict, model:Llama
     if model is not None and (lora := list(lora_modules(model))):
         raise ValueError(f"the model still has LoRA layers ({lora[0]}, …): merge them first "
                          f"(lorakit.inject.unload_lora(model)), or use export_gguf, which merges")
-    if model is not None and (nf4 := [n for n, m in model.named_modules()
-                                      if isinstance(m, NF4Linear)]):
-        raise ValueError(f"{nf4[0]} is an NF4 layer: dequantize the model first "
-                         f"(lorakit.qlora.merge_to_16bit(model))")
+    if model is not None and (qs := [(n, m) for n, m in model.named_modules()
+                                     if isinstance(m, QuantLinear)]):
+        raise ValueError(f"{qs[0][0]} is a quantized layer ({qs[0][1].spec().kind}): "
+                         f"dequantize the model first (lorakit.qlora.merge_to_16bit(model))")
     if out.is_dir(): raise IsADirectoryError(f"{out} is a directory: pass a .gguf file's path")
     for what, p in inputs.items():
         p, o = Path(p).resolve(), out.resolve()

@@ -17,7 +17,8 @@ from beartype import beartype
 from .core import *
 from .inject import find_targets, set_module, lora_modules
 from .nf4 import quantize_nf4
-from .qlora import NF4Linear, QuantSpec, check_quant, takes_quant
+from .qlora import QUANT_KINDS, QuantLinear, NF4Linear, QuantSpec, check_quant, takes_quant
+import lorakit.lowbit  # registers 04a's kinds, so every loader takes them
 
 # %% auto #0
 __all__ = ['LlamaConfig', 'RMSNorm', 'rope_frequencies', 'rope', 'softcap', 'Attention', 'MLP', 'DecoderLayer', 'KVCache',
@@ -568,8 +569,9 @@ def _fill(model, files, device, dtype, quant:QuantSpec|None):
             w = read_weight(files, f'{name}.weight', m.weight, device, dtype)
             b = m.bias if m.bias is None else read_weight(files, f'{name}.bias', m.bias,
                                                           device, dtype)
-            nf4 = quantize_nf4(w, quant.blocksize, quant.double_quant)
-            set_module(model, name, NF4Linear(nf4, b))
+            layer = QUANT_KINDS[quant.kind].layer
+            layer.check_weight(w, quant)
+            set_module(model, name, layer.from_weight(w, b, quant))
             continue
         for p, t in list(m.named_parameters(recurse=False)):
             if name == 'lm_head' and model.config.tie_word_embeddings: continue
@@ -628,16 +630,15 @@ def save_pretrained(self:Llama, path:str|Path):
         raise ValueError(f"the model has LoRA on {len(lora)} layers ({lora[0]}, …), which a "
                          f"checkpoint can't hold: merge them first with "
                          f"lorakit.inject.unload_lora(model) (lorakit.qlora.merge_to_16bit(model) "
-                         f"on an NF4 base), or save the adapter alone with "
+                         f"on a quantized base), or save the adapter alone with "
                          f"lorakit.adapters.save_adapter(model, path)")
     d = Path(path)
     d.mkdir(parents=True, exist_ok=True)
-    sd = {}
-    for name, m in self.named_modules():
-        if isinstance(m, NF4Linear): sd[f'{name}.weight'] = m.weight
+    qs = {n: m for n, m in self.named_modules() if isinstance(m, QuantLinear)}
+    sd = {f'{n}.weight': m.weight for n, m in qs.items()}  # dequantized, in its own dtype
+    held = {f'{n}.{k}' for n, m in qs.items() for k in m.int_keys}  # the quantized state
     for k, v in self.state_dict().items():
-        if k.split('.')[-1] in ('packed', 'absmax', 'nested_absmax', 'offset'): continue
-        sd.setdefault(k, v)
+        if k not in held: sd.setdefault(k, v)
     if self.config.tie_word_embeddings: sd.pop('lm_head.weight', None)
     dtype = str(self.model.embed_tokens.weight.dtype).removeprefix('torch.')
     cfg = self.config.to_dict() | {'dtype': dtype}

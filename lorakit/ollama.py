@@ -80,13 +80,15 @@ def _lora_pairs(d:Path)->dict[str, tuple[torch.Tensor, torch.Tensor]]:
     return {n: (t['A'], t['B']) for n, t in ab.items()}
 
 # %% ../nbs/08b_ollama.ipynb #7319e587
-def _warn_nf4(cfg:dict, d:Path):
-    "Warn if lorakit recorded that the adapter was trained on an NF4 base."
+def _warn_quantized(cfg:dict, d:Path):
+    "Warn if lorakit recorded that the adapter was trained on a quantized base."
     with safe_open(d/'adapter_model.safetensors', 'pt') as st: meta = st.metadata() or {}
-    if 'lorakit' in meta or 'base_quantization' in cfg.get('lorakit', {}):
-        warnings.warn(f"{d} was trained on an NF4 base; llama.cpp applies it to the GGUF base it "
-                      "is given, a slightly different model. For the model that was trained, "
-                      "export the merged model (export_gguf, base='nf4')", UserWarning)
+    rec = json.loads(meta['lorakit']) if 'lorakit' in meta else cfg.get('lorakit', {})
+    if (q := rec.get('base_quantization')) is None: return
+    kind = q.get('kind', q.get('quant_type'))
+    warnings.warn(f"{d} was trained on a quantized base ({kind}); llama.cpp applies it to the "
+                  "GGUF base it is given, a different model. For the model that was trained, "
+                  "export the merged model (export_gguf, base='quantized')", UserWarning)
 
 def _gguf_pair(name:str, A:torch.Tensor, B:torch.Tensor, cfg:LlamaConfig, arch:str,
                shapes:dict)->tuple[str, torch.Tensor, torch.Tensor]:
@@ -125,7 +127,7 @@ def write_lora_gguf(adapter_dir:str|Path, # a PEFT-format LoRA adapter (lorakit'
             raise ValueError(f"{out} would be written {'onto' if out.resolve() == p else 'into'} "
                              f"the {what} {p}: write it elsewhere")
     arch, shapes = gguf_arch(mcfg), tensor_shapes(model_dir)
-    _warn_nf4(lcfg, d)
+    _warn_quantized(lcfg, d)
     pairs = [_gguf_pair(n, A, B, mcfg, arch, shapes)
              for n, (A, B) in _lora_pairs(d).items()]
     # llama.cpp scales each pair by alpha / r (r: B's columns); rsLoRA's alpha / sqrt(r) folded in

@@ -64,7 +64,9 @@ class DataSettings:
 @dataclass
 class ModelSettings:
     "How the base is held, and the LoRA added to it."
-    quant:str='nf4' # 'nf4' (QLoRA: the base in 4 bits) or 'none' (LoRA on the full-precision base)
+    # how the base is held: a kind of 04's `QUANT_KINDS` ('nf4', QLoRA's 4 bits; 04a's 'hqq4',
+    # 'hqq3', 'hqq2' and 'ternary'), or 'none' (LoRA on the full-precision base)
+    quant:str='nf4'
     dtype:str='auto' # the base's dtype: 'auto' is bf16 on a GPU that supports it, else float32
     r:int=8 # LoRA rank
     alpha:float=16 # LoRA alpha: the update is scaled by alpha/r
