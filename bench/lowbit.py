@@ -58,6 +58,7 @@ def sweep_row(kind:str, a, ckpt, ood)->dict:
     from lorakit.inject import lora_parameters, lora_modules
     from lorakit.objective import evaluate_lm
     from lorakit.qlora import QuantSpec, QuantLinear
+    t0 = time.perf_counter()
     cfg = job_config(kind, a, ckpt)
     job = Job(cfg, log=None)
     t = time.perf_counter()
@@ -80,7 +81,8 @@ def sweep_row(kind:str, a, ckpt, ood)->dict:
     after, ood1 = hist[-1]['valid_loss'], ood_loss()
     row = dict(kind=kind, before=before, after=after, ood_before=ood0, ood_after=ood1, bits=bits,
                first_loss=hist[0]['loss'], last_loss=hist[-1]['loss'], t_load=t_load, t_train=t_train,
-               rows=len(job.data.xt), held=len(job.data.xv), n_lora=len(lora_modules(model)))
+               rows=len(job.data.xt), held=len(job.data.xv), n_lora=len(lora_modules(model)),
+               vocab=job.model_config.vocab_size, t_row=time.perf_counter() - t0)
     del model, job, hist
     gc.collect()
     return row
@@ -108,6 +110,26 @@ def ood_data(a, ckpt):
     except (ModuleNotFoundError, FileNotFoundError) as e:
         print(f"no Shakespeare held-out set ({e})"); return None
     return lm_data(plays, load_tokenizer(ckpt), a.seq_len, valid_pct=0.05)
+
+SWEEP_ARGS = ('steps', 'bs', 'seq_len', 'lr', 'r', 'dropout', 'seed', 'held_rows', 'ood_rows')
+
+def kept_rows(a)->dict:
+    "The rows `--rows-json` holds from an earlier run with the same settings, by kind."
+    import json
+    if not (a.rows_json and Path(a.rows_json).is_file()): return {}
+    d = json.loads(Path(a.rows_json).read_text())
+    if d.get('settings') != {k: getattr(a, k) for k in SWEEP_ARGS}: return {}
+    return {r['kind']: r for r in d['rows']}
+
+def keep_rows(a, rows:list):
+    "Write the rows so far to `--rows-json` (through a temporary file), with the settings they were run with."
+    import json, os
+    p = Path(a.rows_json)
+    old = kept_rows(a)
+    rows = list({**old, **{r['kind']: r for r in rows}}.values())
+    tmp = p.with_name(p.name + '.tmp')
+    tmp.write_text(json.dumps(dict(settings={k: getattr(a, k) for k in SWEEP_ARGS}, rows=rows), indent=1))
+    os.replace(tmp, p)
 
 def share(gap:float, left:float)->str:
     "The share of `gap` that is not `left`, as a percentage; '–' where there is no gap to speak of."
@@ -152,6 +174,9 @@ def sweep_plot(rows:list, a, path:str):
         if ref is not None:
             ax.axhline(ref[k0], color='C3', ls='--', lw=0.8, label='fp32, no adapter')
             ax.axhline(ref[k1], color='C0', ls='--', lw=0.8, label='fp32 with LoRA')
+        if 'vocab' in rows[0]:
+            ax.axhline(math.log(rows[0]['vocab']), color='0.5', ls=':', lw=0.8,
+                       label=f"a uniform guess over the {rows[0]['vocab']:,} tokens")
         ax.set_yscale('log')
         ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
         ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter('%.1f'))
@@ -173,9 +198,14 @@ def sweep(a):
     bad = [k for k in kinds if k not in KINDS]
     if bad: sys.exit(f"--kinds: unknown {bad}; use some of {','.join(KINDS)}")
     ood, rows = ood_data(a, ckpt), []
-    t0 = time.perf_counter()
+    done = kept_rows(a)
     for k in kinds:
+        if k in done:
+            rows.append(r := done[k])
+            print(f"{NAMES[k]}: read from {a.rows_json}", file=sys.stderr)
+            continue
         rows.append(r := sweep_row(k, a, ckpt, ood))
+        if a.rows_json: keep_rows(a, rows)
         print(f"{NAMES[k]}: held-out {r['before']:.3f} -> {r['after']:.3f}, Shakespeare {r['ood_before']:.3f} -> "
               f"{r['ood_after']:.3f}; load {r['t_load']:.0f} s, train {r['t_train']:.0f} s", file=sys.stderr, flush=True)
     r0 = rows[0]
@@ -186,8 +216,9 @@ def sweep(a):
           f"seed {a.seed}, the same for every row. Held-out loss: {a.held_rows // a.bs * a.bs} rows of {a.seq_len} "
           f"tokens from the {r0['held']} rows of held-out Python-docs topics"
           + (f"; Shakespeare: {a.ood_rows // a.bs * a.bs} held-out rows of 5% of the plays." if ood is not None else '.')
-          + f" Sweep time {time.perf_counter() - t0:.0f} s, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads.\n")
+          + f" Time a row (load and quantize, train, the four evaluations): "
+          + ', '.join(f"{NAMES[r['kind']]} {r['t_row']:.0f} s" for r in rows)
+          + f"; torch {torch.__version__}, {torch.get_num_threads()} threads.\n")
     print(sweep_table(rows, a))
     print(NOTES)
     if a.plot:
@@ -340,6 +371,8 @@ def main():
     p.add_argument('--held-rows', type=int, default=16, help='held-out rows of Python docs (multiple of --bs)')
     p.add_argument('--ood-rows', type=int, default=8, help='held-out rows of Shakespeare; 0: none')
     p.add_argument('--plot', default='nbs/images/lowbit_sweep.png', help="the sweep's plot; '' for none")
+    p.add_argument('--rows-json', default=None, help="keep each finished row in this JSON file, and take the rows "
+                   "it already holds (run with the same settings) instead of running them again")
     p.add_argument('--reps', type=int, default=15, help='rounds of the speed part')
     p.add_argument('--speed-kinds', default='nf4,bnb,hqq4,hqq3,hqq2,ternary,hqq-pkg4,hqq-pkg3,hqq-pkg2',
                    help="the speed part's layers besides fp32: lorakit kinds, 'bnb', 'hqq-pkg4|3|2'")
