@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Bases below 4 bits on SmolLM2-135M-Instruct: held-out loss with and without a LoRA adapter at each width, and one layer's speed.
 
-    python bench/lowbit.py                      # both parts: the sweep (about 12 minutes on 2 idle cores), then the speed table
+    python bench/lowbit.py                      # both parts: the sweep (about 3 minutes a row on 2 idle cores), then the speed table
     python bench/lowbit.py --part sweep --steps 3 --kinds none,hqq2 --plot /tmp/sweep.png   # a check that it runs
     python bench/lowbit.py --part speed --reps 21
 
@@ -110,6 +110,21 @@ def ood_data(a, ckpt):
     except (ModuleNotFoundError, FileNotFoundError) as e:
         print(f"no Shakespeare held-out set ({e})"); return None
     return lm_data(plays, load_tokenizer(ckpt), a.seq_len, valid_pct=0.05)
+
+def findings(rows:list)->str:
+    "What this run's numbers say, in sentences computed from them."
+    out, ref = [], next((r for r in rows if r['kind'] == 'none'), None)
+    if ref is not None:
+        out.append(f"fp32 with the adapter: {ref['before'] - ref['after']:+.3f} on the held-out docs, "
+                   f"{ref['ood_before'] - ref['ood_after']:+.3f} on Shakespeare: what the adapter learns of the docs "
+                   f"with nothing to repair.")
+    if 'vocab' in rows[0]:
+        u = math.log(rows[0]['vocab'])
+        for when, k in (('without an adapter', 'before'), ('with the adapter', 'after')):
+            worse = [f"{NAMES[r['kind']]} ({r[k]:.2f})" for r in rows if r[k] > u]
+            if worse: out.append(f"Worse on the held-out docs than a uniform guess over the {rows[0]['vocab']:,} "
+                                 f"tokens (ln V = {u:.2f}) {when}: {', '.join(worse)}.")
+    return '\n' + '\n'.join(out) if out else ''
 
 SWEEP_ARGS = ('steps', 'bs', 'seq_len', 'lr', 'r', 'dropout', 'seed', 'held_rows', 'ood_rows')
 
@@ -220,6 +235,7 @@ def sweep(a):
           + ', '.join(f"{NAMES[r['kind']]} {r['t_row']:.0f} s" for r in rows)
           + f"; torch {torch.__version__}, {torch.get_num_threads()} threads.\n")
     print(sweep_table(rows, a))
+    print(findings(rows))
     print(NOTES)
     if a.plot:
         sweep_plot(rows, a, a.plot)
