@@ -115,9 +115,9 @@ def findings(rows:list)->str:
     "What this run's numbers say, in sentences computed from them."
     out, ref = [], next((r for r in rows if r['kind'] == 'none'), None)
     if ref is not None:
-        out.append(f"fp32 with the adapter: {ref['before'] - ref['after']:+.3f} on the held-out docs, "
-                   f"{ref['ood_before'] - ref['ood_after']:+.3f} on Shakespeare: what the adapter learns of the docs "
-                   f"with nothing to repair.")
+        out.append(f"The adapter on fp32 moves the loss by {ref['after'] - ref['before']:+.3f} on the held-out docs "
+                   f"and {ref['ood_after'] - ref['ood_before']:+.3f} on Shakespeare: what it learns of the docs with "
+                   f"nothing to repair.")
     if 'vocab' in rows[0]:
         u = math.log(rows[0]['vocab'])
         for when, k in (('without an adapter', 'before'), ('with the adapter', 'after')):
@@ -225,8 +225,8 @@ def sweep(a):
               f"{r['ood_after']:.3f}; load {r['t_load']:.0f} s, train {r['t_train']:.0f} s", file=sys.stderr, flush=True)
     r0 = rows[0]
     print(f"\n### Bases below 4 bits on SmolLM2-135M-Instruct, with and without a LoRA adapter\n")
-    print(f"Each row: `{train_command(a, ckpt)}` (98's Job, 07's loop, cosine schedule; the fp32 row is "
-          f"`--quant none`). LoRA on all {r0['n_lora']} linear layers, r {a.r}, alpha {2 * a.r}, {a.steps} steps of "
+    print(f"Each row: `{train_command(a, ckpt)}` (98's Job, 07's loop, cosine schedule; SMOLLM2 is "
+          f"`lorakit.model.smollm2_checkpoint()`, float32; the fp32 row is `--quant none`). LoRA on all {r0['n_lora']} linear layers, r {a.r}, alpha {2 * a.r}, {a.steps} steps of "
           f"{a.bs} x {a.seq_len} tokens ({a.steps * a.bs * a.seq_len:,} tokens, from {r0['rows']} training rows), "
           f"seed {a.seed}, the same for every row. Held-out loss: {a.held_rows // a.bs * a.bs} rows of {a.seq_len} "
           f"tokens from the {r0['held']} rows of held-out Python-docs topics"
