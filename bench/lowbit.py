@@ -260,7 +260,7 @@ why `won back` compares against fp32 with the same adapter); the Shakespeare col
 shows how much of the repair carries over to text it didn't see. Ternary here is post-training (absmean rounding of a
 model trained in full precision): BitNet b1.58 trains its ternary weights from scratch, with the quantizer in the loop,
 which this can't show. Both texts are held out from these runs, not from SmolLM2's pretraining (which may have seen
-both). One seed, one set of held-out rows: differences of a few hundredths are within what another seed would move.
+both). One seed and one set of held-out rows: differences of a few hundredths are not measured against seed noise.
 """
 
 # ---------------------------------------------------------------------------------------------------------- the speed
