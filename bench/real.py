@@ -21,7 +21,8 @@
    - with `--kinds ...,peft_ckpt,ckpt`: PEFT's and lorakit's (chunked loss) with gradient checkpointing of each decoder
      layer (transformers' `gradient_checkpointing_enable`, lorakit's `grad_ckpt`); the last memory column compares each
      row with PEFT's checkpointed one. Model FLOPs don't count the recomputed forward.
-   Both sides: the same checkpoint, the same random tokens, AdamW on the LoRA weights, LoRA dropout 0.
+   Both sides: the same checkpoint, the same random tokens, AdamW on the LoRA weights (fused for PEFT, as transformers'
+   Trainer picks from torch 2.8; `make_optimizer`'s for lorakit), LoRA dropout 0.
 3. Model FLOPs of a step: 2 per weight per token forward and 2 backward (the input gradient: the base is frozen, so it
    needs no weight gradient), over every linear layer and the head; attention's QK^T and AV, causal (half), forward
    and twice that backward; LoRA's A and B, forward and twice backward. Achieved FLOP/s = model FLOPs / step time.
@@ -95,6 +96,14 @@ def build(kind, a, dev, dt):
     loss_fn = LMLoss() if kind == 'lorakit' else ChunkedLMLoss()
     return model, lambda x, y: loss_fn(model, LMBatch(x, y))
 
+def optimizer(kind, model):
+    "AdamW on the LoRA weights: transformers' Trainer default (fused, from torch 2.8) for PEFT, `lorakit-train`'s own for lorakit."
+    import torch
+    ps = [p for p in model.parameters() if p.requires_grad]
+    if kind.startswith('peft'): return torch.optim.AdamW(ps, lr=1e-4, fused=True)
+    from lorakit.train import make_optimizer
+    return make_optimizer(ps, 'adamw', lr=1e-4)
+
 def one(kind, a):
     "Time `a.steps` steps of configuration `kind`; print a JSON line with the step times and the peak memory."
     import torch
@@ -106,7 +115,7 @@ def one(kind, a):
     x = torch.randint(0, model.config.vocab_size, (a.bs, a.seq), device=dev)
     # transformers shifts `labels` itself; lorakit's losses take the targets already shifted
     y = x if kind.startswith('peft') else torch.cat([x[:, 1:], torch.full_like(x[:, :1], -100)], 1)
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    opt = optimizer(kind, model)
     if dev.type == 'cuda': torch.cuda.reset_peak_memory_stats()
     times = []
     for i in range(a.warmup + a.steps):
@@ -138,7 +147,7 @@ def profile(a):
     model, loss = build('chunked', a, dev, dt)
     x = torch.randint(0, model.config.vocab_size, (a.bs, a.seq), device=dev)
     y = torch.cat([x[:, 1:], torch.full_like(x[:, :1], -100)], 1)
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    opt = optimizer('chunked', model)
     step = lambda: (loss(x, y).backward(), opt.step(), opt.zero_grad(set_to_none=True))
     step()
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == 'cuda' else [])

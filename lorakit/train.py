@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_train.ipynb #e36cd8b1
 from __future__ import annotations
-import contextlib, math
+import contextlib, inspect, math
 from dataclasses import dataclass, field
 from pathlib import Path
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -222,15 +222,25 @@ def job_dtype(dtype:str, device:torch.device)->torch.dtype:
     return torch.bfloat16 if bf16 else torch.float32
 
 # %% ../nbs/07_train.ipynb #3eb32dad
+def _fast_kw(cls, params:list)->dict:
+    "`fused=True` where `cls` has a fused kernel for all of `params`, else `foreach=True`."
+    sig = inspect.signature(cls.__init__).parameters
+    plain = all(type(p.data) is torch.Tensor and p.device.type in ('cpu', 'cuda')
+                and p.is_floating_point() for p in params)
+    if plain and 'fused' in sig: return dict(fused=True)
+    return dict(foreach=True) if 'foreach' in sig and plain else {}
+
 def make_optimizer(params, # the parameters to train (the LoRA weights)
                    name:str='adamw', # a key of `OPTIMIZERS`
                    lr:float=2e-3, # the learning rate; `fit`'s schedule sets it at every step
                    weight_decay:float=0.0,
                   )->torch.optim.Optimizer:
-    "The `torch.optim` optimizer that `OPTIMIZERS[name]` describes, on `params`."
+    "The `torch.optim` optimizer that `OPTIMIZERS[name]` describes, on `params`, fused where it can be."
     check_arg('--optimizer', name, name in OPTIMIZERS, f'one of {tuple(OPTIMIZERS)}')
     cls, kw, _ = OPTIMIZERS[name]
-    return cls(params, lr=lr, weight_decay=weight_decay, **kw)
+    params = list(params)
+    return cls(params, lr=lr, weight_decay=weight_decay, **_fast_kw(cls, params), **kw)
+
 
 # %% ../nbs/07_train.ipynb #c191ef12
 @contextlib.contextmanager
