@@ -140,7 +140,7 @@ def nf4_linear(x:torch.Tensor, q:NF4Weight, bias:torch.Tensor|None=None,
 
 # %% ../nbs/04_qlora.ipynb #35e7e0ec
 def _nf4_tensors(q:NF4Weight)->tuple: return q.packed, q.absmax, q.nested_absmax, q.offset
-def _nf4_meta(q:NF4Weight)->tuple: return list(q.shape), q.dtype, q.blocksize, q.nested_blocksize
+def _nf4_meta(q:NF4Weight)->tuple: return q.shape, q.dtype, q.blocksize, q.nested_blocksize
 def _nf4_from(tensors, meta)->NF4Weight:
     packed, absmax, nested, offset = tensors
     shape, dtype, blocksize, nbs = meta
