@@ -15,8 +15,8 @@ from .qlora import *
 # %% auto #0
 __all__ = ['PACK_BITS', 'LOWBIT_BITS', 'HQQ_GROUPS', 'minmax_init', 'shrink_lp', 'hqq_quantize', 'hqq_dequantize',
            'ternary_quantize', 'pack_bits', 'unpack_bits', 'unpack_table', 'unpack_bits_lut', 'LowBitWeight',
-           'quantize_lowbit', 'dequantize_lowbit', 'lowbit_weight', 'LowBitMatmul', 'lowbit_linear', 'LowBitLinear',
-           'lowbit_time_parts']
+           'quantize_lowbit', 'dequantize_lowbit', 'lowbit_weight', 'LowBitMatmul', 'lowbit_linear', 'lowbit_mm',
+           'lowbit_mm_grad', 'LowBitLinear', 'lowbit_time_parts']
 
 # %% ../nbs/04a_lowbit.ipynb #9b7c91b1
 def minmax_init(W:torch.Tensor, # float32 groups, one a row: (n_groups, group_size)
@@ -226,6 +226,8 @@ def lowbit_weight(q:LowBitWeight, dtype:torch.dtype)->torch.Tensor:
 
 # %% ../nbs/04a_lowbit.ipynb #93a852e8
 def _lowbit_meta(q:LowBitWeight)->tuple: return q.shape, q.dtype, q.bits, q.group_size, q.kind
+def _lowbit_from(packed, scales, zeros, shape, *meta)->LowBitWeight:
+    return LowBitWeight(packed, scales, zeros, torch.Size(shape), *meta)
 
 class LowBitMatmul(torch.autograd.Function):
     "`x @ W.T + b` for a frozen low-bit `W`, dequantized in forward and backward from packed state."
@@ -233,14 +235,12 @@ class LowBitMatmul(torch.autograd.Function):
     def forward(ctx, x, q:LowBitWeight, bias=None):
         ctx.meta = _lowbit_meta(q)
         ctx.save_for_backward(q.packed, q.scales, q.zeros)
-        return F.linear(x, lowbit_weight(q, x.dtype), None if bias is None else bias.to(x.dtype))
+        return lowbit_mm(x, q.packed, q.scales, q.zeros, bias, *ctx.meta)
 
     @staticmethod
     def backward(ctx, g):
         gx = gb = None
-        if ctx.needs_input_grad[0]:
-            q = LowBitWeight(*ctx.saved_tensors, *ctx.meta)
-            gx = g.matmul(lowbit_weight(q, g.dtype))
+        if ctx.needs_input_grad[0]: gx = lowbit_mm_grad(g, *ctx.saved_tensors, *ctx.meta)
         # only if someone unfroze the bias
         if ctx.needs_input_grad[2]: gb = g.reshape(-1, g.shape[-1]).sum(0)
         return gx, None, gb
@@ -248,6 +248,32 @@ class LowBitMatmul(torch.autograd.Function):
 def lowbit_linear(x:torch.Tensor, q:LowBitWeight, bias:torch.Tensor|None=None)->torch.Tensor:
     "`x @ W.T + bias`, `W` stored in `q`: differentiable in `x` (and `bias`, if it requires grad)."
     return LowBitMatmul.apply(x, q, bias)
+
+
+# %% ../nbs/04a_lowbit.ipynb #6861206c
+@torch.library.custom_op('lorakit::lowbit_mm', mutates_args=())
+def lowbit_mm(x:torch.Tensor, packed:torch.Tensor, scales:torch.Tensor, zeros:torch.Tensor|None,
+              bias:torch.Tensor|None, shape:list[int], dtype:torch.dtype, bits:int,
+              group_size:int, kind:str)->torch.Tensor:
+    "`x @ W.T + bias`, the dense `W` alive only inside this call, opaque to compile."
+    W = lowbit_weight(_lowbit_from(packed, scales, zeros, shape, dtype, bits, group_size, kind),
+                      x.dtype)
+    return F.linear(x, W, None if bias is None else bias.to(x.dtype))
+
+@torch.library.custom_op('lorakit::lowbit_mm_grad', mutates_args=())
+def lowbit_mm_grad(g:torch.Tensor, packed:torch.Tensor, scales:torch.Tensor,
+                   zeros:torch.Tensor|None, shape:list[int], dtype:torch.dtype, bits:int,
+                   group_size:int, kind:str)->torch.Tensor:
+    "`g @ W`, the input's gradient, `W` dequantized again from the packed state."
+    q = _lowbit_from(packed, scales, zeros, shape, dtype, bits, group_size, kind)
+    return g.matmul(lowbit_weight(q, g.dtype))
+
+@lowbit_mm.register_fake
+def _(x, packed, scales, zeros, bias, shape, *args): return x.new_empty(*x.shape[:-1], shape[0])
+
+@lowbit_mm_grad.register_fake
+def _(g, packed, scales, zeros, shape, *args): return g.new_empty(*g.shape[:-1], shape[1])
+
 
 # %% ../nbs/04a_lowbit.ipynb #72ae373e
 class LowBitLinear(QuantLinear):

@@ -245,25 +245,25 @@ def from_bnb(sd:dict, prefix:str='weight')->NF4Weight:
 # %% ../nbs/03_nf4.ipynb #42b07729
 _luts = {}
 
-def _pair_lut(device)->torch.Tensor:
-    "65536 × 4 float32: the four NF4 levels named by each little-endian pair of packed bytes."
+def _byte_lut(device)->torch.Tensor:
+    "256 int64s: the bits of the two float32 NF4 levels byte `B` packs, high nibble first."
     if device not in _luts:
-        v = torch.arange(1 << 16, device=device)
-        lo, hi = v & 255, v >> 8  # the first byte in memory is the low half of the int16
-        nibbles = torch.stack([lo >> 4, lo & 15, hi >> 4, hi & 15], -1)
-        _luts[device] = code_table('nf4', device)[nibbles].contiguous()
+        b = torch.arange(256, device=device)
+        pairs = code_table('nf4', device)[torch.stack([b >> 4, b & 15], -1)].contiguous()
+        _luts[device] = pairs.view(torch.int64).view(-1)  # one 8-byte word a byte
     return _luts[device]
 
 def _dequant_blocks(packed, scales, blocksize, out):
-    "Dequantize `packed`'s whole blocks into flat `out`, 4 values a lookup, in cache-sized chunks."
-    p16, out4, lut = packed.view(torch.int16), out.view(-1, 4), _pair_lut(packed.device)
-    tmp = None if out.dtype == torch.float32 else torch.empty(_CHUNK//4, 4, device=out.device)
-    for s in range(0, p16.numel(), _CHUNK//4):
-        idx = p16[s:s + _CHUNK//4].int() & 0xFFFF  # int16 is signed: read it as 0…65535
-        o = out4[s:s + len(idx)] if tmp is None else tmp[:len(idx)]
-        torch.index_select(lut, 0, idx, out=o)
-        o.view(-1, blocksize).mul_(scales[4*s//blocksize : 4*(s + len(idx))//blocksize, None])
-        if tmp is not None: out4[s:s + len(idx)].copy_(o)
+    "Dequantize `packed`'s whole blocks into flat `out`, 2 values a lookup, in cache-sized chunks."
+    lut, n = _byte_lut(packed.device), _CHUNK // 2  # bytes a chunk
+    tmp = None if out.dtype == torch.float32 else torch.empty(_CHUNK, device=out.device)
+    for s in range(0, packed.numel(), n):
+        idx = packed[s:s + n].int()
+        o = out[2*s : 2*s + 2*len(idx)] if tmp is None else tmp[:2*len(idx)]
+        torch.index_select(lut, 0, idx, out=o.view(torch.int64))
+        o.view(-1, blocksize).mul_(scales[2*s//blocksize : 2*(s + len(idx))//blocksize, None])
+        if tmp is not None: out[2*s : 2*s + 2*len(idx)].copy_(o)
+
 
 # %% ../nbs/03_nf4.ipynb #d8778fbd
 def dequantize_nf4(q:NF4Weight, # the quantized weight

@@ -22,8 +22,9 @@ import bitsandbytes.functional as bnbF
 
 # %% auto #0
 __all__ = ['QUANT_KINDS', 'bnb_quant_state', 'bnb_dequantize', 'dequantize_for_matmul', 'assert_dequantize_paths', 'NF4Matmul',
-           'nf4_linear', 'QuantLinear', 'NF4Linear', 'QLoRALinear', 'QuantKind', 'register_quant', 'quant_flags',
-           'QuantSpec', 'check_quant', 'takes_quant', 'model_nbytes', 'quantize_base', 'merge_to_16bit', 'merge_to_nf4']
+           'nf4_linear', 'nf4_mm', 'nf4_mm_grad', 'QuantLinear', 'NF4Linear', 'QLoRALinear', 'QuantKind',
+           'register_quant', 'quant_flags', 'QuantSpec', 'check_quant', 'takes_quant', 'model_nbytes', 'quantize_base',
+           'merge_to_16bit', 'merge_to_nf4']
 
 # %% ../nbs/04_qlora.ipynb #871bebf6
 _local = threading.local()
@@ -115,28 +116,18 @@ def assert_dequantize_paths(shapes=((256, 688), (688, 256), (37, 96), (64, 64), 
     return n
 
 # %% ../nbs/04_qlora.ipynb #7f1829fd
-def _nf4_tensors(q:NF4Weight)->tuple: return q.packed, q.absmax, q.nested_absmax, q.offset
-def _nf4_meta(q:NF4Weight)->tuple: return q.shape, q.dtype, q.blocksize, q.nested_blocksize
-def _nf4_from(tensors, meta)->NF4Weight:
-    packed, absmax, nested, offset = tensors
-    shape, dtype, blocksize, nbs = meta
-    return NF4Weight(packed, absmax, shape, dtype, blocksize, nested, offset, nbs)
-
 class NF4Matmul(torch.autograd.Function):
     "`x @ W.T + b` for a frozen NF4 `W`, dequantized in forward and backward from the saved 4 bits."
     @staticmethod
     def forward(ctx, x, q:NF4Weight, bias=None, backend:str='auto'):
         ctx.meta, ctx.backend = _nf4_meta(q), backend
         ctx.save_for_backward(*_nf4_tensors(q))
-        return F.linear(x, dequantize_for_matmul(q, x.dtype, backend),
-                        None if bias is None else bias.to(x.dtype))
+        return nf4_mm(x, *_nf4_tensors(q), bias, *ctx.meta, backend)
 
     @staticmethod
     def backward(ctx, g):
         gx = gb = None
-        if ctx.needs_input_grad[0]:
-            q = _nf4_from(ctx.saved_tensors, ctx.meta)
-            gx = g.matmul(dequantize_for_matmul(q, g.dtype, ctx.backend))
+        if ctx.needs_input_grad[0]: gx = nf4_mm_grad(g, *ctx.saved_tensors, *ctx.meta, ctx.backend)
         # only if someone unfroze the bias
         if ctx.needs_input_grad[2]: gb = g.reshape(-1, g.shape[-1]).sum(0)
         return gx, None, gb, None
@@ -145,6 +136,41 @@ def nf4_linear(x:torch.Tensor, q:NF4Weight, bias:torch.Tensor|None=None,
                backend:str='auto')->torch.Tensor:
     "`x @ W.T + bias`, `W` stored in `q`: differentiable in `x` (and `bias`, if it requires grad)."
     return NF4Matmul.apply(x, q, bias, backend)
+
+
+# %% ../nbs/04_qlora.ipynb #35e7e0ec
+def _nf4_tensors(q:NF4Weight)->tuple: return q.packed, q.absmax, q.nested_absmax, q.offset
+def _nf4_meta(q:NF4Weight)->tuple: return q.shape, q.dtype, q.blocksize, q.nested_blocksize
+def _nf4_from(tensors, meta)->NF4Weight:
+    packed, absmax, nested, offset = tensors
+    shape, dtype, blocksize, nbs = meta
+    return NF4Weight(packed, absmax, torch.Size(shape), dtype, blocksize, nested, offset, nbs)
+
+@torch.library.custom_op('lorakit::nf4_mm', mutates_args=())
+def nf4_mm(x:torch.Tensor, packed:torch.Tensor, absmax:torch.Tensor, nested_absmax:torch.Tensor|None,
+           offset:torch.Tensor|None, bias:torch.Tensor|None, shape:list[int], dtype:torch.dtype,
+           blocksize:int, nested_blocksize:int, backend:str)->torch.Tensor:
+    "`x @ W.T + bias`, the dense `W` alive only inside this call: one op that compile can't see into."
+    q = _nf4_from((packed, absmax, nested_absmax, offset), (shape, dtype, blocksize, nested_blocksize))
+    b = None if bias is None else bias.to(x.dtype)
+    return F.linear(x, dequantize_for_matmul(q, x.dtype, backend), b)
+
+@torch.library.custom_op('lorakit::nf4_mm_grad', mutates_args=())
+def nf4_mm_grad(g:torch.Tensor, packed:torch.Tensor, absmax:torch.Tensor,
+                nested_absmax:torch.Tensor|None, offset:torch.Tensor|None, shape:list[int],
+                dtype:torch.dtype, blocksize:int, nested_blocksize:int, backend:str)->torch.Tensor:
+    "`g @ W`, the input's gradient, `W` dequantized again from the 4-bit state."
+    q = _nf4_from((packed, absmax, nested_absmax, offset), (shape, dtype, blocksize, nested_blocksize))
+    return g.matmul(dequantize_for_matmul(q, g.dtype, backend))
+
+@nf4_mm.register_fake
+def _(x, packed, absmax, nested_absmax, offset, bias, shape, *args):
+    return x.new_empty(*x.shape[:-1], shape[0])
+
+@nf4_mm_grad.register_fake
+def _(g, packed, absmax, nested_absmax, offset, shape, *args):
+    return g.new_empty(*g.shape[:-1], shape[1])
+
 
 # %% ../nbs/04_qlora.ipynb #7d1af84c
 class QuantLinear(nn.Module):
