@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_memory.ipynb #9beab077
 from __future__ import annotations
-import contextlib, dataclasses, json, math, weakref
+import contextlib, ctypes, dataclasses, json, math, sys, weakref
 from dataclasses import dataclass, asdict
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,7 +23,7 @@ from .prefs import is_pref_row
 from .train import Callback, LoopState, OPTIMIZERS, PREF_LOSSES, TrainConfig, job_model_path
 
 # %% auto #0
-__all__ = ['CATEGORIES', 'MEMORY_FIELDS', 'MemoryTimeline', 'measure_steps', 'cuda_memory_history', 'auto_chunk',
+__all__ = ['CATEGORIES', 'MEMORY_FIELDS', 'MemoryTimeline', 'measure_steps', 'cuda_memory_history', 'trim_malloc', 'auto_chunk',
            'MemoryEstimate', 'read_llama_config', 'layer_activations', 'first_jsonl_row', 'estimate_memory',
            'LinearCrossEntropy', 'linear_cross_entropy', 'TokenCrossEntropy', 'ChunkedLMLoss', 'pick_loss', 'usable',
            'plan_fit']
@@ -203,6 +203,30 @@ def cuda_memory_history(path:str|Path, # the snapshot: a pickle for pytorch.org/
         try:
             with atomic_path(path) as t: torch.cuda.memory._dump_snapshot(str(t))
         finally: torch.cuda.memory._record_memory_history(enabled=None)
+
+# %% ../nbs/10_memory.ipynb #729da93d
+# mallopt's parameter numbers, from glibc's malloc.h
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+def _glibc():
+    "The process's C library through ctypes if it is glibc; None on macOS, Windows and musl."
+    if not sys.platform.startswith('linux'): return None
+    libc = ctypes.CDLL(None)  # the symbols the process already has, the C library's among them
+    return libc if hasattr(libc, 'gnu_get_libc_version') else None
+
+def trim_malloc(mmap_threshold:int=64 * 2**10, # bytes: a block this large gets its own pages
+               )->bool:
+    "Make glibc's malloc return freed blocks to the OS at once, and what is free now; False elsewhere."
+    check_arg('mmap_threshold', mmap_threshold, type(mmap_threshold) is int
+              and 0 < mmap_threshold <= 32 * 2**20, "an int of bytes up to 32 MiB (glibc's cap)")
+    libc = _glibc()
+    if libc is None: return False
+    # both fixed: glibc stops raising them as blocks are freed
+    ok = (libc.mallopt(_M_MMAP_THRESHOLD, mmap_threshold) == 1
+          and libc.mallopt(_M_TRIM_THRESHOLD, 2 * mmap_threshold) == 1)
+    libc.malloc_trim(0)
+    return ok
+
 
 # %% ../nbs/10_memory.ipynb #86f2675e
 # the quantized base's row, by kind: NF4's keeps the name 99's output and bench/memory.py read
