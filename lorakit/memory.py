@@ -503,11 +503,14 @@ def _activation_rows(mc:LlamaConfig, s, short:set)->tuple[list, float]:
                      else f"{L} layers x {per_tok/1024:,.1f} KiB a token")
              + ", the final norm's, the loss's" + (" (and the capped logits')" if capped else ''))]
     n = min(s.chunk or auto_chunk(T, V, h), T)
+    # a chunk's logits and logsumexp's temporary of their size; from the second chunk on, the
+    # last chunk's gradient is still held when the next logits are made
+    k = 3 if n < T else 2
     # each token's loss: backward makes the hidden states' gradient anew
-    loss_tmp = (3 * n * V * 4 + (T*h*a if s.pref else 0) if s.loss == 'chunked'
+    loss_tmp = (k * n * V * 4 + (T*h*a if s.pref else 0) if s.loss == 'chunked'
                 else T * V * (2*4 + (a if a != 4 else 0)))
     rows.append(('logits and loss (transient)', loss_tmp,
-                 (f'3 chunks of {n}' if s.loss == 'chunked' else '2 full')
+                 (f'{k} chunks of {n}' if s.loss == 'chunked' else '2 full')
                  + f" x {V:,} float32 logits"
                  + ('' if s.loss == 'chunked' or a == 4 else ', and the 16-bit ones')
                  + (", the hidden states' gradient" if s.pref and s.loss == 'chunked' else '')))
