@@ -72,7 +72,9 @@ def in_process(args:list)->dict:
     "Run this script's worker in a fresh process; its JSON line."
     out = subprocess.run([sys.executable, __file__, '--one', json.dumps(args)], capture_output=True, text=True)
     if out.returncode: sys.exit(f"{args} failed:\n{out.stderr[-3000:]}")
-    return json.loads([l for l in out.stdout.splitlines() if l.startswith('{')][-1])
+    r = json.loads([l for l in out.stdout.splitlines() if l.startswith('{')][-1])
+    print(f"  {args}: {json.dumps(r)}", file=sys.stderr, flush=True)  # as it goes: a long run shows progress
+    return r
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
