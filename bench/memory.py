@@ -20,8 +20,8 @@ TorchDispatchMode: what the tensors hold, not the allocator's cache or the proce
    benchmarks_03_2024.md (transformers + PEFT, FSDP1 full_shard on 2 x RTX 3090, gradient
    checkpointing, AdamW). Their figures are mostly peak *reserved* memory, which holds the caching
    allocator's slack and whatever loading left cached (they report 3.72 GiB reserved for QLoRA before
-   the first step, about the whole unsharded model); the estimate models neither. The closest
-   comparison is LoRA's peak *allocated* memory, which they give for both lengths.
+   the first step, about the whole unsharded model): the reserved rows compare `MemoryEstimate.reserved`
+   (10_memory's stated rule, with `whole_load` for QLoRA), the allocated rows the live peak.
 3. SmolLM2-135M QLoRA, lorakit against PEFT + bitsandbytes' Linear4bit + transformers on the same
    float32 checkpoint, the same tokens and the same tracker: the peak, and the median step time
    of `--reps` steps timed outside the tracker (which slows every op), after one warm-up step, the
@@ -107,12 +107,15 @@ def fsdp_qlora():
     job = lambda kind, T: TrainConfig(quant='nf4' if kind == 'QLoRA' else 'none', r=64, bs=1, seq_len=T,
                                       targets=['q_proj', 'k_proj', 'v_proj', 'up_proj', 'down_proj', 'gate_proj'], grad_ckpt=True,
                                       dtype='bf16', dropout=0.1, loss='plain', fsdp=True)
-    est = lambda kind, T, ws=2: estimate_memory(job(kind, T), LLAMA2_7B, world_size=ws, lora_dtype='bf16')
+    # whole_load: fsdp_qlora's QLoRA loading leaves the whole quantized model reserved on each rank (10_memory)
+    est = lambda kind, T, ws=2: estimate_memory(job(kind, T), LLAMA2_7B, world_size=ws, lora_dtype='bf16',
+                                                whole_load=kind == 'QLoRA')
     out = ["Llama-2-7B, LoRA r 64 on q, k, v, gate, up, down, dropout 0.1, bf16 weights (QLoRA: NF4 + double quant), LoRA and activations, "
            "AdamW, gradient checkpointing, the plain loss, batch 1, FSDP over 2 GPUs; published: peak per GPU\n",
            "| train type | seq | predicted GiB | published GiB | published peak | predicted / published |", "|---|---:|---:|---:|---|---:|"]
     for (kind, T, which), pub in FSDP_QLORA.items():
-        g = est(kind, T).peak / 2**30
+        e = est(kind, T)  # the live peak against allocated, the reserved figure against reserved
+        g = (e.reserved if which == 'reserved' else e.peak) / 2**30
         out.append(f"| {kind} | {T} | {g:.2f} | {pub:.2f} | {which} | {g / pub:.2f} |")
     static = lambda e: sum(e[c] for c in ('4-bit weights', 'bf16 weights', 'LoRA weights'))
     out.append(f"\nQLoRA's weights before the first step (4-bit, bf16 and LoRA weights), predicted: {static(est('QLoRA', 512)) / 2**30:.2f} GiB sharded over 2, "

@@ -428,11 +428,13 @@ def _mem(argv:list[str]):
     est, ok, fixes = plan_fit(job, gpu_mem, model_config=mc, world_size=gpus)
     print(est.table())
     room = f"{usable(gpu_mem) / 2**30:.1f} GiB usable of {gpu_mem:g} GiB per GPU"
-    print(f"\npeak {est.peak / 2**30:.2f} GiB per GPU: {'fits' if ok else 'does not fit'} ({room})")
+    # 10's `device`: the live peak, the allocator's reserve on top, the CUDA context
+    print(f"\npeak {est.peak / 2**30:.2f} GiB of tensors, {est.device / 2**30:.2f} GiB on each GPU: "
+          f"{'fits' if ok else 'does not fit'} ({room})")
     if not ok:
         print("what makes it fit:" if fixes else
               "nothing tried makes it fit: a shorter --seq-len, a lower --r, or larger GPUs")
-        for what, e in fixes: print(f"  {what}: {e.peak / 2**30:.2f} GiB")
+        for what, e in fixes: print(f"  {what}: {e.device / 2**30:.2f} GiB on each GPU")
 
 def mem_cli(argv:list[str]|None=None): # the arguments; default: the command line's
     "`lorakit-mem`: predict a `lorakit-train` run's peak memory, and what makes it fit."

@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_memory.ipynb #9beab077
 from __future__ import annotations
-import contextlib, dataclasses, json, math, weakref
+import contextlib, ctypes, dataclasses, json, math, sys, weakref
 from dataclasses import dataclass, asdict
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,7 +23,7 @@ from .prefs import is_pref_row
 from .train import Callback, LoopState, OPTIMIZERS, PREF_LOSSES, TrainConfig, job_model_path
 
 # %% auto #0
-__all__ = ['CATEGORIES', 'MEMORY_FIELDS', 'MemoryTimeline', 'measure_steps', 'cuda_memory_history', 'auto_chunk',
+__all__ = ['CATEGORIES', 'MEMORY_FIELDS', 'MemoryTimeline', 'measure_steps', 'cuda_memory_history', 'trim_malloc', 'auto_chunk',
            'MemoryEstimate', 'read_llama_config', 'layer_activations', 'first_jsonl_row', 'estimate_memory',
            'LinearCrossEntropy', 'linear_cross_entropy', 'TokenCrossEntropy', 'ChunkedLMLoss', 'pick_loss', 'usable',
            'plan_fit']
@@ -204,6 +204,30 @@ def cuda_memory_history(path:str|Path, # the snapshot: a pickle for pytorch.org/
             with atomic_path(path) as t: torch.cuda.memory._dump_snapshot(str(t))
         finally: torch.cuda.memory._record_memory_history(enabled=None)
 
+# %% ../nbs/10_memory.ipynb #729da93d
+# mallopt's parameter numbers, from glibc's malloc.h
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+def _glibc():
+    "The process's C library through ctypes if it is glibc; None on macOS, Windows and musl."
+    if not sys.platform.startswith('linux'): return None
+    libc = ctypes.CDLL(None)  # the symbols the process already has, the C library's among them
+    return libc if hasattr(libc, 'gnu_get_libc_version') else None
+
+def trim_malloc(mmap_threshold:int=64 * 2**10, # bytes: a block this large gets its own pages
+               )->bool:
+    "Make glibc's malloc return freed blocks to the OS at once, and what is free now; False elsewhere."
+    check_arg('mmap_threshold', mmap_threshold, type(mmap_threshold) is int
+              and 0 < mmap_threshold <= 32 * 2**20, "an int of bytes up to 32 MiB (glibc's cap)")
+    libc = _glibc()
+    if libc is None: return False
+    # both fixed: glibc stops raising them as blocks are freed
+    ok = (libc.mallopt(_M_MMAP_THRESHOLD, mmap_threshold) == 1
+          and libc.mallopt(_M_TRIM_THRESHOLD, 2 * mmap_threshold) == 1)
+    libc.malloc_trim(0)
+    return ok
+
+
 # %% ../nbs/10_memory.ipynb #86f2675e
 # the quantized base's row, by kind: NF4's keeps the name 99's output and bench/memory.py read
 _QUANT_ROW = {'nf4': '4-bit weights'}
@@ -229,13 +253,26 @@ class MemoryEstimate:
     rows:list # (component, bytes, how it was counted)
     peak:int # bytes: what is always there, plus the activations, plus the largest transient
     settings:dict
+    reserve:list = () # on CUDA: (what, bytes, how) the caching allocator holds beyond `peak`
+    outside:list = () # on CUDA: (what, bytes, how) the GPU holds outside PyTorch's allocator
+    @property
+    def reserved(self)->int: return self.peak + sum(b for _, b, _ in self.reserve)
+    @property
+    def device(self)->int: return self.reserved + sum(b for _, b, _ in self.outside)
     def table(self)->str:
-        lines = ['| component | MiB | how |', '|---|---:|---|']
-        lines += [f"| {c} | {b / 2**20:,.1f} | {h} |" for c, b, h in self.rows]
-        return '\n'.join(lines + [f"| **peak** | **{self.peak / 2**20:,.1f}** | |"])
+        row = lambda c, b, h: f"| {c} | {b / 2**20:,.1f} | {h} |"
+        lines = ['| component | MiB | how |', '|---|---:|---|'] + [row(*r) for r in self.rows]
+        lines.append(f"| **peak** | **{self.peak / 2**20:,.1f}** | live tensors |")
+        if self.reserve or self.outside:
+            lines += [row(*r) for r in self.reserve]
+            lines.append(f"| **reserved** | **{self.reserved / 2**20:,.1f}** | "
+                         "what `torch.cuda.max_memory_reserved` reports |")
+            lines += [row(*r) for r in self.outside]
+            lines.append(f"| **on the GPU** | **{self.device / 2**20:,.1f}** | what fits or not |")
+        return '\n'.join(lines)
     def __getitem__(self, component:str)->int:
         return next(b for c, b, _ in self.rows if c == component)
-    def fits(self, device_bytes:float)->bool: return self.peak <= device_bytes
+    def fits(self, device_bytes:float)->bool: return self.device <= device_bytes
     __repr__ = table
     def _repr_markdown_(self): return self.table()
 
@@ -466,11 +503,14 @@ def _activation_rows(mc:LlamaConfig, s, short:set)->tuple[list, float]:
                      else f"{L} layers x {per_tok/1024:,.1f} KiB a token")
              + ", the final norm's, the loss's" + (" (and the capped logits')" if capped else ''))]
     n = min(s.chunk or auto_chunk(T, V, h), T)
+    # a chunk's logits and logsumexp's temporary of their size; from the second chunk on, the
+    # last chunk's gradient is still held when the next logits are made
+    k = 3 if n < T else 2
     # each token's loss: backward makes the hidden states' gradient anew
-    loss_tmp = (3 * n * V * 4 + (T*h*a if s.pref else 0) if s.loss == 'chunked'
+    loss_tmp = (k * n * V * 4 + (T*h*a if s.pref else 0) if s.loss == 'chunked'
                 else T * V * (2*4 + (a if a != 4 else 0)))
     rows.append(('logits and loss (transient)', loss_tmp,
-                 (f'3 chunks of {n}' if s.loss == 'chunked' else '2 full')
+                 (f'{k} chunks of {n}' if s.loss == 'chunked' else '2 full')
                  + f" x {V:,} float32 logits"
                  + ('' if s.loss == 'chunked' or a == 4 else ', and the 16-bit ones')
                  + (", the hidden states' gradient" if s.pref and s.loss == 'chunked' else '')))
@@ -511,6 +551,42 @@ def _transient_rows(mc:LlamaConfig, s, names:list, short:set, shapes:dict)->list
                      'two layers unsharded (the current one and the prefetched one)'))
     return rows
 
+# %% ../nbs/10_memory.ipynb #035b642f
+def _moments(get, layers:float, L:int, grad_accum:int)->float:
+    "Beyond what is always there, the largest of a step's moments (the prose above names each)."
+    g = get('LoRA gradients')
+    kept, made = (g, 0) if grad_accum > 1 else (0, g)  # accumulation keeps the grads throughout
+    one = get('one layer in backward (transient)')
+    return kept + max(
+        get('activations') + get('logits and loss (transient)'),  # backward's start: no grads
+        # a layer's backward: the first one (every layer's activations, one layer's grads) or
+        # the last (one layer's activations, every grad); the layers between lie on that line
+        max(layers + made / L, layers / L + made) + one,
+        get('activations') + get('dequantized weight (transient)', 0)
+        + get('reference pass (transient)', 0),  # DPO's reference, on the policy's activations
+        made + g)  # the optimizer's step: every grad and a foreach temporary of their size
+
+# the CUDA caching allocator's reserve beyond the live peak: fsdp_qlora's two LoRA runs of
+# Llama-2-7B reserved 1.24x and 1.12x what they allocated (the prose below)
+_RESERVE = 0.18
+_CUDA_CONTEXT = 512 * 2**20  # the driver's context and kernels: 300-500 MiB, never in torch's count
+_NCCL = 256 * 2**20  # NCCL's own buffers on each rank of a sharded job: an allowance, not measured
+
+def _cuda_rows(cfg:TrainConfig, s, get, peak:int, whole_load:bool)->tuple[list, list]:
+    "What a GPU holds beyond the live peak: the allocator's reserve; the context, NCCL's buffers."
+    if cfg.device == 'cpu': return [], []  # after `trim_malloc` RSS follows the live tensors
+    ws = s.world_size
+    reserve = [("allocator's reserve", int(_RESERVE * peak),
+                f"{_RESERVE:.0%} of the peak: freed blocks held, split and rounded")]
+    if whole_load and ws > 1:
+        w = sum(get(c, 0) for c in (_quant_row(s.quant), f'{s.dtype} weights', 'LoRA weights'))
+        reserve.append(("the whole model, loaded", int(w * (ws - 1)),
+                        "each rank held all of it before sharding; freed, still reserved"))
+    outside = [('CUDA context', _CUDA_CONTEXT, 'the driver and its kernels, outside torch')]
+    if ws > 1: outside.append(('NCCL buffers', _NCCL, "the collectives' own, outside torch"))
+    return reserve, outside
+
+
 # %% ../nbs/10_memory.ipynb #c825ab57
 def estimate_memory(job, # a `TrainConfig`, or a job holding one in `.cfg`
                     # the model's sizes: a config.json, a checkpoint directory, a .gguf file, a
@@ -520,6 +596,9 @@ def estimate_memory(job, # a `TrainConfig`, or a job holding one in `.cfg`
                     # the LoRA weights, their grads and states; default: the base's, as `add_lora`
                     lora_dtype:str|None=None,
                     chunk:int|None=None, # tokens a chunk of the chunked loss; default `auto_chunk`
+                    # each rank held the whole model before sharding it (FSDP1's
+                    # sync_module_states, as fsdp_qlora loads); lorakit's `load_sharded` doesn't
+                    whole_load:bool=False,
                    )->MemoryEstimate:
     "Predict the peak memory of one training step of `job` on one device, by component."
     cfg = _train_config(job)
@@ -535,16 +614,9 @@ def estimate_memory(job, # a `TrainConfig`, or a job holding one in `.cfg`
     get = dict((c, b) for c, b, _ in rows).get
     always = sum(b for c, b, _ in rows
                  if c != 'activations' and '(transient)' not in c and c != 'LoRA gradients')
-    # set_to_none frees them after each step; accumulation keeps them through forward
-    always += get('LoRA gradients') if s.grad_accum > 1 else 0
-    # backward's start: every saved tensor, and the loss's gradients
-    peak = always + max(get('activations') + get('logits and loss (transient)'),
-                        # inside a layer's backward (the loss's tensors are gone)
-                        layers + get('one layer in backward (transient)'),
-                        get('activations') + get('dequantized weight (transient)', 0)
-                        # DPO's reference, after the policy's forward: on its activations
-                        + get('reference pass (transient)', 0))
-    return MemoryEstimate(rows, int(peak), settings)
+    peak = always + _moments(get, layers, mc.num_hidden_layers, s.grad_accum)
+    reserve, outside = _cuda_rows(cfg, s, get, int(peak), whole_load)
+    return MemoryEstimate(rows, int(peak), settings, reserve, outside)
 
 # %% ../nbs/10_memory.ipynb #5b06785c
 def _chunk_logits(hc, weight, acc, softcap):
@@ -685,8 +757,8 @@ def pick_loss(model:nn.Module, loss:str='auto')->LMLoss:
 
 # %% ../nbs/10_memory.ipynb #0073ef95
 def usable(gpu_gib:float)->float:
-    "Bytes of a `gpu_gib` GiB GPU a step may plan for: 10%, at least 1 GiB, is left to CUDA."
-    return gpu_gib * 2**30 - max(0.1 * gpu_gib * 2**30, 2**30)
+    "Bytes of a `gpu_gib` GiB GPU a run may plan for: 5% is left to what the estimate ignores."
+    return 0.95 * gpu_gib * 2**30
 
 # %% ../nbs/10_memory.ipynb #89c60d4b
 def _bits(flag:str)->float:
@@ -734,15 +806,15 @@ def plan_fit(job, # a `TrainConfig`, or a job holding one in `.cfg`
         ws = ch.pop('world_size', world_size)
         return estimate_memory(dataclasses.replace(cfg, **ch), mc, ws, **kw)
     e0, room = est({}), usable(gpu_gib)
-    if e0.peak <= room: return e0, True, []
+    if e0.device <= room: return e0, True, []  # on a GPU: reserved, with the context
     alone, combo, cum, said = [], None, {}, {}
     for what, ch in _changes(cfg, world_size):
         kind = next(iter(ch))  # the mildest change of each kind that fits is enough
-        if kind not in {k for k, _, _ in alone} and (e := est(ch)).peak <= room:
+        if kind not in {k for k, _, _ in alone} and (e := est(ch)).device <= room:
             alone.append((kind, what, e))
         if combo is None:
             cum.update(ch)
             said[kind] = what
-            if len(said) > 1 and (e := est(cum)).peak <= room:
+            if len(said) > 1 and (e := est(cum)).device <= room:
                 combo = (' + '.join(said.values()), e)
     return e0, False, [(w, e) for _, w, e in alone] + ([combo] if combo and not alone else [])
