@@ -84,6 +84,9 @@ def build(kind, a, dev, dt):
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=dict(use_reentrant=False))
             model.enable_input_require_grads()
         return model, lambda x, y: model(input_ids=x, labels=y).loss
+    if dev.type == 'cpu':  # what lorakit-train does first on a CPU (10_memory's trim_malloc); a checkout before it has none
+        try: from lorakit.memory import trim_malloc; trim_malloc()
+        except ImportError: pass
     from lorakit.model import Llama
     from lorakit.qlora import QuantSpec
     from lorakit.inject import add_lora
