@@ -48,11 +48,11 @@ def end_to_end(job:str, ckpt:str)->float:
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
         p = subprocess.Popen(_cmd(job, ckpt, str(Path(tmp)/'run')), stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, bufsize=1, newline='')
+                             stderr=subprocess.STDOUT, bufsize=0)
         buf = ''
         try:
             while (c := p.stdout.read(1)):
-                buf = buf[-200:] + c
+                buf = buf[-200:] + c.decode('latin-1')
                 if (job == 'peft' and 'FIRST STEP DONE' in buf) or (job != 'peft' and _FIRST.search(buf)):
                     return time.perf_counter() - t
             raise RuntimeError(f"{job} ended (exit {p.wait()}) before its first step:\n{buf}")
@@ -129,6 +129,28 @@ def conversion()->float:
                        check=True, env=os.environ | dict(LORAKIT_CACHE=tmp))
         return time.perf_counter() - t
 
+def quantize_cost(reps:int)->str:
+    "lorakit's NF4 quantize of every SmolLM2 linear weight against bitsandbytes', in turn; its input check on its own."
+    import torch, bitsandbytes.functional as bnbF
+    from safetensors.torch import load_file
+    from lorakit.model import smollm2_checkpoint
+    from lorakit.nf4 import quantize_nf4, check_quantizable
+    sd = load_file(str(smollm2_checkpoint()/'model.safetensors'))
+    ws = [w for k, w in sd.items() if w.ndim == 2 and 'proj' in k]
+    cases = {'lorakit quantize_nf4 (its check included)': lambda: [quantize_nf4(w) for w in ws],
+             'its input check, check_quantizable': lambda: [check_quantizable(w, 64) for w in ws],
+             'bitsandbytes quantize_4bit (nf4, double quant)':
+                 lambda: [bnbF.quantize_4bit(w, blocksize=64, quant_type='nf4', compress_statistics=True) for w in ws]}
+    ts = {k: [] for k in cases}
+    for _ in range(reps):
+        for k, f in cases.items():
+            t = time.perf_counter(); f(); ts[k].append(time.perf_counter() - t)
+    bnb = statistics.median(ts['bitsandbytes quantize_4bit (nf4, double quant)'])
+    out = [f"NF4 quantize of SmolLM2's {len(ws)} linear weights ({sum(w.numel() for w in ws)/1e6:.0f}M values), "
+           f"medians of {reps}:", '', '| what | s | / bitsandbytes |', '|---|---:|---:|']
+    out += [f"| {k} | {statistics.median(v):.2f} | {statistics.median(v)/bnb:.2f} |" for k, v in ts.items()]
+    return '\n'.join(out)
+
 def _ratio(a, b): return f"{a/b:.2f}" if b > 0.005 else '–'
 
 def table(e2e:dict, phases:dict, jobs:list, reps:int)->str:
@@ -154,11 +176,13 @@ def main():
     p.add_argument('--jobs', default=','.join(JOBS), help='comma-separated: ' + ', '.join(JOBS))
     p.add_argument('--no-conversion', action='store_true', help="don't time SmolLM2's first-ever conversion")
     p.add_argument('--no-e2e', action='store_true', help='only the split by phase')
+    p.add_argument('--quantize', action='store_true', help="only NF4 quantize of SmolLM2's weights, lorakit and bnb")
     p.add_argument('--phases', nargs=2, help=argparse.SUPPRESS); p.add_argument('--peft-run', help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.phases: return _phase_run(*a.phases)
     if a.peft_run: return _peft(a.peft_run, lambda k: None, {})
     jobs, reps = a.jobs.split(','), 1 if a.quick else a.reps
+    if a.quantize: return print(quantize_cost(reps))
     ckpt = _ckpt()
     if not a.no_conversion and not a.quick:
         print(f"SmolLM2 checkpoint, first-ever conversion from GGUF: {conversion():.1f} s "
