@@ -10,7 +10,7 @@ from fastcore.basics import patch
 from .core import *
 
 # %% auto #0
-__all__ = ['lora_scale', 'check_lora_args', 'LoRALinear']
+__all__ = ['lora_scale', 'weight_device_dtype', 'check_lora_args', 'LoRALinear']
 
 # %% ../nbs/01_lora.ipynb #a345ccf7
 def lora_scale(r:int, # LoRA rank
@@ -19,6 +19,15 @@ def lora_scale(r:int, # LoRA rank
               )->float:
     "The LoRA scale: `alpha/r` (Hu et al. 2021), `alpha/sqrt(r)` with `rslora` (Kalajdzievski 2023)"
     return alpha / (math.sqrt(r) if rslora else r)
+
+# %% ../nbs/01_lora.ipynb #bb6c4c18
+def weight_device_dtype(base:nn.Module)->tuple[torch.device, torch.dtype]:
+    "The device and dtype of `base`'s weight, read without building it (a 4-bit layer's is not kept)."
+    if isinstance(base, nn.Linear): return base.weight.device, base.weight.dtype
+    # a quantized layer (04_qlora) says its dtype; its packed tensors sit where its weight would
+    t = next(iter([*base.parameters(recurse=False), *base.buffers(recurse=False)]), None)
+    return (base.weight.device if t is None else t.device), base.dtype
+
 
 # %% ../nbs/01_lora.ipynb #87ed0318
 _inits = ('kaiming', 'gaussian')
@@ -60,7 +69,8 @@ class LoRALinear(nn.Module):
         self.base, self.r, self.alpha, self.rslora = base.requires_grad_(False), r, alpha, rslora
         self.in_features, self.out_features = base.in_features, base.out_features
         self.scale = lora_scale(r, alpha, rslora)
-        kw = dict(device=base.weight.device, dtype=dtype or base.weight.dtype)
+        dev, dt = weight_device_dtype(base)
+        kw = dict(device=dev, dtype=dtype or dt)
         self.A = nn.Parameter(torch.empty(r, base.in_features, **kw))
         self.B = nn.Parameter(torch.zeros(base.out_features, r, **kw))
         self.dropout = nn.Dropout(dropout) if dropout else nn.Identity()
@@ -76,6 +86,7 @@ class LoRALinear(nn.Module):
         # y + scale * (h @ B.T) as one BLAS call, instead of a matmul, a multiply and an add
         y2, h2 = y.reshape(-1, y.shape[-1]), h.reshape(-1, self.r)
         return torch.addmm(y2, h2, self.B.T, alpha=self.scale).view(y.shape)
+
 
 # %% ../nbs/01_lora.ipynb #e448735a
 @patch
