@@ -599,6 +599,16 @@ def layer_inputs(self:Llama, ids:torch.Tensor, cache:KVCache|None, mask:torch.Te
     per = {k: (rope_frequencies(cfg, ids.device, k), masks[k]) for k in masks}
     return [per[k] for k in kinds]
 
+# %% ../nbs/05_model.ipynb #757369c7
+@patch
+def fuse_projections(self:Llama, on:bool|str=True)->Llama:
+    "Fuse q/k/v's and gate/up's A's and bases (True), their A's only ('lora'), or nothing (False)."
+    check_arg('on', on, on is True or on is False or on == 'lora', "True, False or 'lora'")
+    for m in self.modules():
+        if isinstance(m, (Attention, MLP)): m.fuse = on
+    return self
+
+
 # %% ../nbs/05_model.ipynb #c2702456
 def weight_files(d:Path)->dict[str, Path]:
     "Which safetensors file holds each tensor of the checkpoint in `d`."
