@@ -81,9 +81,12 @@ class LoRALinear(nn.Module):
     def forward(self, x):
         y = self.base(x)
         if self.merged or not self.enabled: return y
-        h = F.linear(self.dropout(x).to(self.A.dtype), self.A)
+        return self.add_update(y, F.linear(self.dropout(x).to(self.A.dtype), self.A))
+
+    def add_update(self, y, h):
+        "`y + scale * h @ B.T`: the base output `y` plus the update of `h = A(dropout(x))`."
         if h.dtype != y.dtype: return y + (self.scale * F.linear(h, self.B)).to(y.dtype)
-        # y + scale * (h @ B.T) as one BLAS call, instead of a matmul, a multiply and an add
+        # one BLAS call, instead of a matmul, a multiply and an add
         y2, h2 = y.reshape(-1, y.shape[-1]), h.reshape(-1, self.r)
         return torch.addmm(y2, h2, self.B.T, alpha=self.scale).view(y.shape)
 

@@ -16,15 +16,19 @@ from jaxtyping import Float, Int, jaxtyped
 from beartype import beartype
 from .core import *
 from .inject import find_targets, set_module, lora_modules
+from .lora import LoRALinear
 from .nf4 import quantize_nf4
-from .qlora import QUANT_KINDS, QuantLinear, NF4Linear, QuantSpec, check_quant, takes_quant
-import lorakit.lowbit  # registers 04a's kinds, so every loader takes them
+from .qlora import (QUANT_KINDS, QuantLinear, NF4Linear, QuantSpec, check_quant,
+                           takes_quant, dequantize_for_matmul)
+# and registers 04a's kinds, so every loader takes them
+from .lowbit import LowBitLinear, lowbit_weight
+
 
 # %% auto #0
-__all__ = ['LlamaConfig', 'RMSNorm', 'rope_frequencies', 'rope', 'softcap', 'Attention', 'MLP', 'DecoderLayer', 'KVCache',
-           'doc_positions', 'doc_mask', 'pad_positions', 'pad_mask', 'window_mask', 'Llama', 'weight_files',
-           'check_weight_names', 'read_weight', 'hf_config', 'top_p_mask', 'generate', 'cache_dir', 'smollm2_gguf',
-           'smollm2_checkpoint']
+__all__ = ['LlamaConfig', 'RMSNorm', 'rope_frequencies', 'rope', 'softcap', 'Attention', 'MLP', 'DecoderLayer', 'can_fuse',
+           'stacked_weight', 'StackedMatmul', 'fused_linear', 'KVCache', 'doc_positions', 'doc_mask', 'pad_positions',
+           'pad_mask', 'window_mask', 'Llama', 'weight_files', 'check_weight_names', 'read_weight', 'hf_config',
+           'top_p_mask', 'generate', 'cache_dir', 'smollm2_gguf', 'smollm2_checkpoint']
 
 # %% ../nbs/05_model.ipynb #670325e0
 @dataclass
@@ -325,11 +329,13 @@ class Attention(nn.Module):
             self.k_norm = RMSNorm(d, cfg.rms_norm_eps, cfg.gemma)
         s = cfg.query_pre_attn_scalar
         self.scale = s ** -0.5 if s else None  # None: 1/sqrt(head_dim)
+        self.fuse = True  # q, k and v share x: one call for their A's and bases (`fused_linear`)
 
     def forward(self, x, pos, inv_freq, cache=None, mask=None):
         B, T, _ = x.shape
-        heads = ((self.q_proj, self.h), (self.k_proj, self.kv), (self.v_proj, self.kv))
-        q, k, v = (p(x).view(B, T, n, self.d).transpose(1, 2) for p, n in heads)
+        qkv = fused_linear(x, (self.q_proj, self.k_proj, self.v_proj), self.fuse)
+        q, k, v = (y.view(B, T, n, self.d).transpose(1, 2)
+                   for y, n in zip(qkv, (self.h, self.kv, self.kv)))
         if self.qk_norm: q, k = self.q_norm(q), self.k_norm(k)
         rot = _rope_unchecked if torch.compiler.is_compiling() else rope
         q, k = rot(q, pos, inv_freq), rot(k, pos, inv_freq)
@@ -343,6 +349,7 @@ class Attention(nn.Module):
                                                  enable_gqa=self.h != self.kv)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, self.h * self.d))
 
+
 # %% ../nbs/05_model.ipynb #d7a9cf07
 class MLP(nn.Module):
     "A gated MLP, `down(act(gate(x)) * up(x))`: SwiGLU, or with Gemma's GeLU-tanh gate GeGLU."
@@ -352,10 +359,11 @@ class MLP(nn.Module):
         self.gate_proj, self.up_proj = nn.Linear(dim, n, bias=b), nn.Linear(dim, n, bias=b)
         self.down_proj = nn.Linear(n, dim, bias=b)
         self.gelu = cfg.hidden_act == 'gelu_pytorch_tanh'
+        self.fuse = True  # gate and up share x (`fused_linear`)
     def forward(self, x):
-        g = self.gate_proj(x)
+        g, u = fused_linear(x, (self.gate_proj, self.up_proj), self.fuse)
         g = F.gelu(g, approximate='tanh') if self.gelu else F.silu(g)
-        return self.down_proj(g * self.up_proj(x))
+        return self.down_proj(g * u)
 
 class DecoderLayer(nn.Module):
     "Pre-norm residual block: attention, then the MLP; Gemma norms each block's output too."
@@ -375,6 +383,82 @@ class DecoderLayer(nn.Module):
         # Gemma: post_attention_layernorm norms attention's output; pre_feedforward, the MLP's input
         x = x + self.post_attention_layernorm(a)
         return x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
+
+
+# %% ../nbs/05_model.ipynb #de71f843
+try: from torch.distributed.tensor import DTensor
+except ImportError: DTensor = ()  # a torch built without torch.distributed
+
+_mm = nn.modules.module
+def _hooked(m:nn.Module)->bool:
+    "Whether `m` has hooks a fused call would skip (`09_instrument`'s, a user's)."
+    return bool(m._forward_hooks or m._forward_pre_hooks or m._backward_hooks
+                or m._backward_pre_hooks)
+
+def _global_hooks()->bool:
+    return bool(_mm._global_forward_hooks or _mm._global_forward_pre_hooks
+                or _mm._global_backward_hooks or _mm._global_backward_pre_hooks)
+
+def can_fuse(mods)->bool:
+    "Whether LoRA layers `mods`, which share their input, can run as one fused call."
+    if not all(isinstance(m, LoRALinear) for m in mods) or _global_hooks(): return False
+    m0 = mods[0]
+    return all(m.enabled and not m.merged and not _hooked(m) and not _hooked(m.base)
+               and m.A.dtype == m0.A.dtype and m.in_features == m0.in_features
+               and not any(isinstance(p, DTensor) for p in m.parameters())
+               and not any(p.requires_grad for p in m.base.parameters()) for m in mods)
+
+def _dropout_off(m:LoRALinear)->bool:
+    return isinstance(m.dropout, nn.Identity) or not m.dropout.training or m.dropout.p == 0
+
+
+# %% ../nbs/05_model.ipynb #becd314a
+def _dense_weight(b:nn.Module, dtype:torch.dtype)->torch.Tensor:
+    "The weight of base `b` in `dtype`, dequantized by its own kernel if it is quantized."
+    if isinstance(b, NF4Linear): return dequantize_for_matmul(b.q, dtype, b.backend)
+    if isinstance(b, LowBitLinear): return lowbit_weight(b.q, dtype)
+    return b.weight
+
+def stacked_weight(bases, dtype:torch.dtype)->torch.Tensor:
+    "The weights of `bases` stacked into one fresh (sum of out_features, in_features) tensor."
+    W = torch.empty(sum(b.out_features for b in bases), bases[0].in_features, dtype=dtype,
+                    device=_dense_weight(bases[0], dtype).device)
+    i = 0
+    for b in bases:  # one at a time: a dequantize may hand back a buffer it reuses
+        W[i:i + b.out_features].copy_(_dense_weight(b, dtype))
+        i += b.out_features
+    return W
+
+class StackedMatmul(torch.autograd.Function):
+    "`x @ cat(W_i).T + b` for frozen bases; saves no weight: backward stacks them again."
+    @staticmethod
+    def forward(ctx, x, bases, bias=None):
+        ctx.bases = bases
+        return F.linear(x, stacked_weight(bases, x.dtype), bias)
+
+    @staticmethod
+    def backward(ctx, g):
+        gx = g.matmul(stacked_weight(ctx.bases, g.dtype)) if ctx.needs_input_grad[0] else None
+        return gx, None, None
+
+def fused_linear(x:torch.Tensor, # the input the layers share
+                 mods, # LoRA layers (or any layers: then each is called on its own)
+                 fuse:bool|str=True, # True: A's and bases; 'lora': the A's only; False: neither
+                )->list:
+    "`[m(x) for m in mods]`, with the A's of `mods` (and their bases) each as one matmul."
+    if not fuse or not can_fuse(mods): return [m(x) for m in mods]
+    bases = [m.base for m in mods]
+    one_bias = len({b.bias is None for b in bases}) == 1  # all or none
+    if fuse is True and one_bias and not torch.compiler.is_compiling():
+        bias = None if bases[0].bias is None else torch.cat([b.bias for b in bases]).to(x.dtype)
+        ys = StackedMatmul.apply(x, bases, bias).split([b.out_features for b in bases], -1)
+    else: ys = [b(x) for b in bases]
+    if all(map(_dropout_off, mods)):
+        A = torch.cat([m.A for m in mods])
+        hs = F.linear(x.to(A.dtype), A).split([m.r for m in mods], -1)
+    else: hs = [F.linear(m.dropout(x).to(m.A.dtype), m.A) for m in mods]  # a mask each, as PEFT
+    return [m.add_update(y, h) for m, y, h in zip(mods, ys, hs)]
+
 
 # %% ../nbs/05_model.ipynb #102d0314
 class KVCache:
@@ -514,6 +598,16 @@ def layer_inputs(self:Llama, ids:torch.Tensor, cache:KVCache|None, mask:torch.Te
         masks['sliding_attention'] = window_mask(mask, T, S, cfg.sliding_window, ids.device)
     per = {k: (rope_frequencies(cfg, ids.device, k), masks[k]) for k in masks}
     return [per[k] for k in kinds]
+
+# %% ../nbs/05_model.ipynb #757369c7
+@patch
+def fuse_projections(self:Llama, on:bool|str=True)->Llama:
+    "Fuse q/k/v's and gate/up's A's and bases (True), their A's only ('lora'), or nothing (False)."
+    check_arg('on', on, on is True or on is False or on == 'lora', "True, False or 'lora'")
+    for m in self.modules():
+        if isinstance(m, (Attention, MLP)): m.fuse = on
+    return self
+
 
 # %% ../nbs/05_model.ipynb #c2702456
 def weight_files(d:Path)->dict[str, Path]:
