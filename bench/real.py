@@ -21,6 +21,8 @@
    - with `--kinds ...,peft_ckpt,ckpt`: PEFT's and lorakit's (chunked loss) with gradient checkpointing of each decoder
      layer (transformers' `gradient_checkpointing_enable`, lorakit's `grad_ckpt`); the last memory column compares each
      row with PEFT's checkpointed one. Model FLOPs don't count the recomputed forward.
+   - with `--kinds ...,trim`: lorakit's chunked row after `trim_malloc()` (10_memory), which makes glibc give freed
+     blocks back to the OS: what resident memory it saves, and what its page faults cost in time.
    Both sides: the same checkpoint, the same random tokens, AdamW on the LoRA weights (fused for PEFT, as transformers'
    Trainer picks from torch 2.8; `make_optimizer`'s for lorakit), LoRA dropout 0.
 3. Model FLOPs of a step: 2 per weight per token forward and 2 backward (the input gradient: the base is frozen, so it
@@ -32,7 +34,8 @@ Read the ratios: this machine is shared and noisy. About 6 minutes on the 2-core
 import argparse, json, os, resource, statistics, subprocess, sys, time, warnings
 
 KINDS = {'peft': 'PEFT + bnb', 'lorakit': 'lorakit', 'chunked': 'lorakit, chunked loss', 'compiled': 'lorakit, compiled layers',
-         'peft_ckpt': 'PEFT + bnb, grad ckpt', 'ckpt': 'lorakit, chunked loss, grad ckpt'}
+         'peft_ckpt': 'PEFT + bnb, grad ckpt', 'ckpt': 'lorakit, chunked loss, grad ckpt',
+         'trim': 'lorakit, chunked loss, malloc trimmed'}
 DEFAULT_KINDS = 'peft,lorakit,chunked,compiled'
 
 def model_flops(cfg, bs:int, seq:int, r:int)->float:
@@ -84,9 +87,9 @@ def build(kind, a, dev, dt):
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=dict(use_reentrant=False))
             model.enable_input_require_grads()
         return model, lambda x, y: model(input_ids=x, labels=y).loss
-    if dev.type == 'cpu':  # what lorakit-train does first on a CPU (10_memory's trim_malloc); a checkout before it has none
-        try: from lorakit.memory import trim_malloc; trim_malloc()
-        except ImportError: pass
+    if kind == 'trim':  # 10_memory's trim_malloc: freed blocks go back to the OS at once (glibc only)
+        from lorakit.memory import trim_malloc
+        trim_malloc()
     from lorakit.model import Llama
     from lorakit.qlora import QuantSpec
     from lorakit.inject import add_lora

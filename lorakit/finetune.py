@@ -21,7 +21,7 @@ from .train import *
 from .run import *
 from .adapters import save_adapter
 from .instrument import Instruments
-from .memory import pick_loss, first_jsonl_row, trim_malloc
+from .memory import pick_loss, first_jsonl_row
 from .fsdp import Sharded, process_group
 from .nudge import ProxyRun, proxy_config
 from .instruct import read_chats, chat_data
@@ -202,8 +202,6 @@ def prepare(self:Job, model:nn.Module)->nn.Module:
 def load(self:Job)->nn.Module:
     "The model with LoRA on, seeded and loaded by the job's processes (`group.load`)."
     set_seed(self.cfg.seed)  # before LoRA's A is drawn
-    # on CPU, freed tensors go back to the OS: resident memory follows the live tensors (10)
-    if self.device.type == 'cpu': trim_malloc()
     self.model = self.group.load(self)
     return self.model
 

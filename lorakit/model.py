@@ -329,7 +329,7 @@ class Attention(nn.Module):
             self.k_norm = RMSNorm(d, cfg.rms_norm_eps, cfg.gemma)
         s = cfg.query_pre_attn_scalar
         self.scale = s ** -0.5 if s else None  # None: 1/sqrt(head_dim)
-        self.fuse = True  # q, k and v share x: one call for their A's and bases (`fused_linear`)
+        self.fuse = 'lora'  # q, k and v share x: one call for their A's (`fused_linear`)
 
     def forward(self, x, pos, inv_freq, cache=None, mask=None):
         B, T, _ = x.shape
@@ -359,7 +359,7 @@ class MLP(nn.Module):
         self.gate_proj, self.up_proj = nn.Linear(dim, n, bias=b), nn.Linear(dim, n, bias=b)
         self.down_proj = nn.Linear(n, dim, bias=b)
         self.gelu = cfg.hidden_act == 'gelu_pytorch_tanh'
-        self.fuse = True  # gate and up share x (`fused_linear`)
+        self.fuse = 'lora'  # gate and up share x: one call for their A's (`fused_linear`)
     def forward(self, x):
         g, u = fused_linear(x, (self.gate_proj, self.up_proj), self.fuse)
         g = F.gelu(g, approximate='tanh') if self.gelu else F.silu(g)
@@ -601,7 +601,7 @@ def layer_inputs(self:Llama, ids:torch.Tensor, cache:KVCache|None, mask:torch.Te
 
 # %% ../nbs/05_model.ipynb #757369c7
 @patch
-def fuse_projections(self:Llama, on:bool|str=True)->Llama:
+def fuse_projections(self:Llama, on:bool|str='lora')->Llama:
     "Fuse q/k/v's and gate/up's A's and bases (True), their A's only ('lora'), or nothing (False)."
     check_arg('on', on, on is True or on is False or on == 'lora', "True, False or 'lora'")
     for m in self.modules():
