@@ -196,7 +196,7 @@ def main():
     names = dict(KINDS)
     if a.baseline:  # each lorakit row again, with the lorakit of another checkout: before against after, in one run
         rev = subprocess.run(['git', '-C', a.baseline, 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
-        for k in [k for k in kinds if not k.startswith('peft')]:
+        for k in [k for k in kinds if k in ('lorakit', 'chunked', 'ckpt')]:  # rows an older checkout can run
             kinds.insert(kinds.index(k) + 1, k + '@base'); names[k + '@base'] = f"{KINDS[k]} (before: {rev or a.baseline})"
     res = {k: dict(times=[], first=[], mem=0.) for k in kinds}
     fwd = [a for a in sys.argv[1:] if a not in ('--quick',)] + (['--steps', str(a.steps)] if a.quick else [])
