@@ -329,7 +329,7 @@ class Attention(nn.Module):
             self.k_norm = RMSNorm(d, cfg.rms_norm_eps, cfg.gemma)
         s = cfg.query_pre_attn_scalar
         self.scale = s ** -0.5 if s else None  # None: 1/sqrt(head_dim)
-        self.fuse = 'lora'  # q, k and v share x: one call for their A's (`fused_linear`)
+        self.fuse = False  # q, k and v share x: `fuse_projections` can fuse them (`fused_linear`)
 
     def forward(self, x, pos, inv_freq, cache=None, mask=None):
         B, T, _ = x.shape
@@ -359,7 +359,7 @@ class MLP(nn.Module):
         self.gate_proj, self.up_proj = nn.Linear(dim, n, bias=b), nn.Linear(dim, n, bias=b)
         self.down_proj = nn.Linear(n, dim, bias=b)
         self.gelu = cfg.hidden_act == 'gelu_pytorch_tanh'
-        self.fuse = 'lora'  # gate and up share x: one call for their A's (`fused_linear`)
+        self.fuse = False  # gate and up share x: `fuse_projections` can fuse them (`fused_linear`)
     def forward(self, x):
         g, u = fused_linear(x, (self.gate_proj, self.up_proj), self.fuse)
         g = F.gelu(g, approximate='tanh') if self.gelu else F.silu(g)
