@@ -78,7 +78,10 @@ def _phase_run(job:str, ckpt:str):
     lap('load')
     job.evaluate(); job.sample()  # what `finetune` does before the first step
     lap('before')
-    job.fit(progress=False, callbacks=[F._StopAfter(1)])
+    from lorakit.train import Callback
+    class StopAfterOne(Callback):
+        def after_step(self, st): st.stop = True  # end the run normally after its first step
+    job.fit(progress=False, callbacks=[StopAfterOne()])
     lap('step')
     print('PHASES ' + json.dumps(ts))
 
