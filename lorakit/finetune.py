@@ -4,13 +4,14 @@
 
 # %% ../nbs/98_finetune.ipynb #fcdd7132
 from __future__ import annotations
-import copy, hashlib, json, math, signal, threading, time
+import copy, functools, hashlib, json, math, signal, threading, time
 from dataclasses import asdict, replace
 from functools import cached_property
 from pathlib import Path
 import torch, torch.nn as nn
 from fastcore.basics import patch
 from .core import *
+from .lora import LoRALinear
 from .inject import add_lora, find_targets, lora_summary
 from .model import Llama, LlamaConfig, generate
 from .gguf import load_llama, read_model_config
@@ -146,6 +147,7 @@ class Job:
                 ):
         self.cfg, self.log, self.model = cfg, log or _quiet, None
         self.ref = None  # a preference job's precomputed reference log-probs (`reference`)
+        self.before_cached = None  # where `measure_before` read them, if it did
         if cfg.out: check_out_apart(Path(cfg.out), job_inputs(cfg))  # before anything reads there
         self.path = job_model_path(cfg)  # an HF checkpoint directory, or a .gguf file
         self.model_config = mc = read_model_config(self.path)
@@ -353,7 +355,7 @@ def _prompt(docs:list):
 def sample(self:Job)->str:
     "A sample for samples.txt: `cfg.samples` tokens, by default 120, or 4 a step for a short run."
     cfg, model, tok, prompt = self.cfg, self.model, self.tok, _prompt(self.docs)
-    n = cfg.samples if cfg.samples is not None else min(120, 4*cfg.steps)
+    n = _sample_tokens(cfg)
     if not n: return ''
     if isinstance(prompt, str) and not self.is_pref:
         return sample_text(model, tok, prompt, n, seed=cfg.seed)
@@ -368,6 +370,73 @@ def sample(self:Job)->str:
 def _write_samples(path:Path, before:str, after:str):
     text = f"--- before ---\n{before}\n\n--- after ---\n{after}\n"
     with atomic_path(path) as t: t.write_text(text)
+
+# %% ../nbs/98_finetune.ipynb #ba1aa349
+# settings that act only once training moves the adapters: with B zero, step 0 is the base's
+_AFTER_STEP_0 = ('r', 'alpha', 'dropout', 'rslora', 'targets', 'lr', 'steps', 'grad_accum', 'schedule',
+                 'warmup', 'clip', 'optimizer', 'weight_decay', 'grad_ckpt', 'save_every', 'eval_every',
+                 'out', 'dist_timeout')
+
+@functools.cache
+def _code_key()->str:
+    "A hash of lorakit's source: a cached measurement is only as good as the code that took it."
+    h = hashlib.sha256()
+    import lorakit
+    for f in sorted(Path(lorakit.__file__).parent.rglob('*.py')): h.update(f.read_bytes())
+    return h.hexdigest()
+
+def _sample_tokens(cfg:TrainConfig)->int:
+    return cfg.samples if cfg.samples is not None else min(120, 4*cfg.steps)
+
+def _stamp(path:Path)->list:
+    "The checkpoint's files (`path`, or those in it): each one's name, size and modification time."
+    fs = sorted(f for f in path.iterdir() if f.is_file()) if path.is_dir() else [path]
+    return [(f.name, (s := f.stat()).st_size, s.st_mtime_ns) for f in fs]
+
+@patch
+def before_key(self:Job)->str|None:
+    "A hash of what the losses and sample before training depend on; None if they can't be reused."
+    m, cfg = self.model, self.cfg
+    if not isinstance(self.group, OneProcess): return None  # each rank holds only a shard
+    loras = [l for l in m.modules() if isinstance(l, LoRALinear)]
+    if not loras or any(l.B.count_nonzero() for l in loras): return None  # not the base's outputs
+    said = {k: v for k, v in asdict(cfg).items() if k not in _AFTER_STEP_0}
+    # the base as loaded: its files, read and quantized by this code on this device
+    said |= dict(files=_stamp(self.path.resolve()), path=str(self.path.resolve()),
+                 device=str(self.device), dtype=str(self.dtype), torch=torch.__version__,
+                 code=_code_key(), samples=_sample_tokens(cfg), prompt=_prompt(self.docs),
+                 ref=self.ref is not None)
+    d, p = self.data, self.probe
+    h = hashlib.sha256(json.dumps(said, sort_keys=True, default=str).encode())
+    h.update(fingerprint(d.xv, d.yv, d.dv, *([] if p is None else [p.xv, p.yv, p.dv])).encode())
+    return h.hexdigest()[:32]
+
+def _read_before(path:Path)->dict|None:
+    "A cached measurement, or None if there is none or it isn't whole."
+    try: d = json.loads(path.read_text())
+    except (OSError, ValueError): return None
+    ok = (isinstance(d, dict) and isinstance(d.get('sample'), str)
+          and all(isinstance(d.get(k), dict) for k in ('before', 'valid_rec')))
+    return d if ok else None
+
+@patch
+def measure_before(self:Job)->tuple[dict, str]:
+    "`evaluate` and `sample` before training, or what they gave a run with the same `before_key`."
+    key = self.before_key()
+    path = cache_dir('before')/f'{key}.json' if key else None
+    if path and (d := _read_before(path)):
+        self.valid_rec, self.before_cached = d['valid_rec'], path
+        return d['before'], d['sample']
+    self.before_cached = None
+    before, sample = self.evaluate(), self.sample()
+    if path:
+        d = dict(before=before, valid_rec=self.valid_rec, sample=sample)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_path(path) as t: t.write_text(json.dumps(d))
+        except OSError: pass  # a cache it can't write costs the next run time, and nothing else
+    return before, sample
+
 
 # %% ../nbs/98_finetune.ipynb #33df8d01
 def _metrics(out:Path)->list[dict]:
@@ -415,7 +484,7 @@ def finetune(cfg:TrainConfig|None=None, # default: the shipped base, Python's do
     try:
         job = Job(cfg or TrainConfig(out='lorakit-run'), log)
         job.start(resume, overwrite)
-        before, sample0 = job.evaluate(), job.sample()
+        before, sample0 = job.measure_before()
     except KeyboardInterrupt:
         raise TrainingStopped("interrupted before training started: nothing was trained") from None
     if not job.group.main: log = _quiet  # rank 0 speaks for the job
