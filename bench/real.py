@@ -23,6 +23,10 @@
      row with PEFT's checkpointed one. Model FLOPs don't count the recomputed forward.
    - with `--kinds ...,trim`: lorakit's chunked row after `trim_malloc()` (10_memory), which makes glibc give freed
      blocks back to the OS: what resident memory it saves, and what its page faults cost in time.
+   - with `--kinds ...,gemms`: not a model but the step's own matrix products on dense random tensors, back to back
+     (`gemm_replay`): each layer's forward, input gradient and LoRA products, SDPA forward and backward, the head
+     forward and backward. No dequantize, elementwise op, optimizer or allocation of activations: what a step whose
+     every other cost were free would take, so its fraction of the peak is the most any implementation can reach.
    Both sides: the same checkpoint, the same random tokens, AdamW on the LoRA weights (fused for PEFT, as transformers'
    Trainer picks from torch 2.8; `make_optimizer`'s for lorakit), LoRA dropout 0.
 3. Model FLOPs of a step: 2 per weight per token forward and 2 backward (the input gradient: the base is frozen, so it
@@ -35,7 +39,7 @@ import argparse, json, os, resource, statistics, subprocess, sys, time, warnings
 
 KINDS = {'peft': 'PEFT + bnb', 'lorakit': 'lorakit', 'chunked': 'lorakit, chunked loss', 'compiled': 'lorakit, compiled layers',
          'peft_ckpt': 'PEFT + bnb, grad ckpt', 'ckpt': 'lorakit, chunked loss, grad ckpt',
-         'trim': 'lorakit, chunked loss, malloc trimmed'}
+         'trim': 'lorakit, chunked loss, malloc trimmed', 'gemms': "the step's matrix products alone (a ceiling)"}
 DEFAULT_KINDS = 'peft,lorakit,chunked,compiled'
 
 def model_flops(cfg, bs:int, seq:int, r:int)->float:
@@ -63,6 +67,32 @@ def matmul_peak(cfg, tokens:int, dev, dt, reps:int=5)->float:
             if i: ts.append(time.perf_counter() - t)
         best = max(best, 2 * tokens * k * n / statistics.median(ts) / 1e9)
     return best
+
+def gemm_replay(cfg, bs:int, seq:int, r:int, dev, dt):
+    "A function that runs one step's matrix products (and attention) on dense random tensors: `model_flops`'s work alone."
+    import torch, torch.nn.functional as F
+    hd, h, kv, d, f, V = cfg.head_dim, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
+    shapes = [(d, h*hd), (d, kv*hd), (d, kv*hd), (h*hd, d), (d, f), (d, f), (f, d)]  # as in model_flops: (in, out)
+    rnd = lambda *s, g=False: torch.randn(*s, device=dev, dtype=dt, requires_grad=g)
+    T = bs * seq
+    x = {n: rnd(T, n) for n in {i for i, o in shapes}}  # a layer's input, and the gradient of its output
+    gy = {n: rnd(T, n) for n in {o for i, o in shapes}}
+    W, A, B = ([rnd(o, i) for i, o in shapes], [rnd(r, i) for i, o in shapes], [rnd(o, r) for i, o in shapes])
+    q, k, v = rnd(bs, h, seq, hd, g=True), rnd(bs, kv, seq, hd, g=True), rnd(bs, kv, seq, hd, g=True)
+    go, head = rnd(bs, h, seq, hd), rnd(V, d)
+    def step():
+        for _ in range(cfg.num_hidden_layers):
+            for (i, o), w, a_, b_ in zip(shapes, W, A, B):
+                xi, g = x[i], gy[o]
+                hA = xi @ a_.T
+                torch.addmm(xi @ w.T, hA, b_.T)  # forward: the base and the LoRA update
+                gh = g @ b_
+                torch.addmm(g @ w, gh, a_)  # the input's gradient through both
+                g.T @ hA, gh.T @ xi  # the gradients of B and A
+            F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).backward(go)
+            q.grad = k.grad = v.grad = None
+        (x[d] @ head.T) @ head  # the head: logits, and their gradient back to the hidden state
+    return step
 
 def build(kind, a, dev, dt):
     "The model of configuration `kind`, and a function of (x, y) that returns the step's loss."
@@ -117,17 +147,20 @@ def one(kind, a):
     from lorakit.core import set_seed, get_device, get_dtype
     dev, dt = get_device(a.device), get_dtype(a.dtype)
     set_seed(0)
-    model, loss = build(kind, a, dev, dt)
-    x = torch.randint(0, model.config.vocab_size, (a.bs, a.seq), device=dev)
-    # transformers shifts `labels` itself; lorakit's losses take the targets already shifted
-    y = x if kind.startswith('peft') else torch.cat([x[:, 1:], torch.full_like(x[:, :1], -100)], 1)
-    opt = optimizer(kind, model)
+    if kind == 'gemms': step = gemm_replay(config(), a.bs, a.seq, a.r, dev, dt)
+    else:
+        model, loss = build(kind, a, dev, dt)
+        x = torch.randint(0, model.config.vocab_size, (a.bs, a.seq), device=dev)
+        # transformers shifts `labels` itself; lorakit's losses take the targets already shifted
+        y = x if kind.startswith('peft') else torch.cat([x[:, 1:], torch.full_like(x[:, :1], -100)], 1)
+        opt = optimizer(kind, model)
+        step = lambda: (loss(x, y).backward(), opt.step(), opt.zero_grad(set_to_none=True))
     if dev.type == 'cuda': torch.cuda.reset_peak_memory_stats()
     times = []
     for i in range(a.warmup + a.steps):
         if dev.type == 'cuda': torch.cuda.synchronize()
         t = time.perf_counter()
-        loss(x, y).backward(); opt.step(); opt.zero_grad(set_to_none=True)
+        step()
         if dev.type == 'cuda': torch.cuda.synchronize()
         times.append(time.perf_counter() - t)
     mem = torch.cuda.max_memory_allocated() / 2**20 if dev.type == 'cuda' else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -173,6 +206,11 @@ def profile(a):
         top = ', '.join(f"{k} {v/1e3:.0f}" for k, v in sorted(ops.items(), key=lambda kv: -kv[1])[:3])
         print(f"| {b} | {us/1e3:.0f} | {us/tot:.0%} | {top} |")
 
+def config():
+    "SmolLM2-135M-Instruct's `LlamaConfig`."
+    from lorakit.model import smollm2_checkpoint, LlamaConfig
+    return LlamaConfig.from_dict(json.loads((smollm2_checkpoint()/'config.json').read_text()))
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument('--bs', type=int, default=2); p.add_argument('--seq', type=int, default=256)
@@ -189,8 +227,7 @@ def main():
     if a.profile_only: return profile(a)
     import torch
     from lorakit.core import get_device, get_dtype
-    from lorakit.model import smollm2_checkpoint, LlamaConfig
-    cfg = LlamaConfig.from_dict(json.loads((smollm2_checkpoint()/'config.json').read_text()))
+    cfg = config()
     dev, dt = get_device(a.device), get_dtype(a.dtype)
     kinds = a.kinds.split(',')
     names = dict(KINDS)

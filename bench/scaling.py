@@ -4,6 +4,7 @@
     python bench/scaling.py                 # seq 256..2048 at batch 1 and 2, and batch 1, 2, 4 at seq 512 (long: hours on 2 cores)
     python bench/scaling.py --quick         # seq 256 and 512 at batch 1, one round, 2 timed steps: a check that it runs
     python bench/scaling.py --plot nbs/images/scaling.png   # also draw time and memory against tokens
+    python bench/scaling.py --shapes 1x256,1x512,1x1024,1x2048,2x256,4x512 --rounds 1   # a subset (under an hour)
 
 SmolLM2-135M-Instruct, all-linear LoRA r 8, CPU float32; both sides built by `bench/real.py`'s `build` ('chunked' and
 'peft'), the same random tokens, AdamW. Each configuration runs in its own process (`bench/malloc.py`'s worker), with
@@ -23,8 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from malloc import in_process, predicted_mib
 
-def shapes(quick:bool)->list:
+def shapes(quick:bool, only:str|None=None)->list:
     "(bs, seq) of each row: seq grows at batch 1, then at batch 2, then batch grows at seq 512."
+    if only: return [tuple(int(v) for v in s.lower().split('x')) for s in only.split(',')]
     if quick: return [(1, 256), (1, 512)]
     return ([(1, T) for T in (256, 512, 1024, 2048)] + [(2, T) for T in (256, 512, 1024, 2048)]
             + [(4, 512)])
@@ -33,7 +35,7 @@ def run(a)->dict:
     "Every (side, shape) in its own process, `a.rounds` times in turn; the medians by (side, shape)."
     res = {}
     for _ in range(a.rounds):
-        for bs, T in shapes(a.quick):
+        for bs, T in shapes(a.quick, a.shapes):
             for kind in a.sides:
                 r = in_process(dict(kind=kind, bs=bs, seq=T, steps=a.steps, warmup=a.warmup, threshold=65536,
                                     threads=a.threads, live=kind != 'peft' and not a.no_live))
@@ -49,7 +51,7 @@ def table(a, med:dict)->list:
           "| live MiB | predicted MiB | error % | RSS KiB/token | predicted KiB/token |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     rows, done = [], {}  # (bs, seq) -> (lorakit's peak RSS, predicted), for the slopes
-    for bs, T in shapes(a.quick):
+    for bs, T in shapes(a.quick, a.shapes):
         L, P = med.get(('chunked', bs, T)), med.get(('peft', bs, T))
         pred = predicted_mib(bs, T)
         err = f"{(pred - L['live']) / L['live'] * 100:+.1f}" if L and L['live'] else '–'
@@ -95,6 +97,7 @@ def main():
     p.add_argument('--sides', default='chunked,peft', help="'chunked' (lorakit) and/or 'peft'")
     p.add_argument('--no-live', action='store_true', help="skip the live-tensor measurement (slow at long sequences)")
     p.add_argument('--quick', action='store_true'); p.add_argument('--plot', default=None)
+    p.add_argument('--shapes', default=None, help="comma-separated BSxSEQ rows instead of the full grid, e.g. 1x256,4x512")
     a = p.parse_args()
     a.sides = a.sides.split(',')
     if a.quick: a.steps, a.rounds = 2, 1
