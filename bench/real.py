@@ -6,6 +6,7 @@
     python bench/real.py --kinds peft,chunked,peft_ckpt,ckpt   # with gradient checkpointing on both sides
     python bench/real.py --baseline ../before   # each lorakit row again from another checkout (git worktree add ../before REV)
     python bench/real.py --quick            # 2 timed steps, one round: a check that the script runs
+    python bench/real.py --gemm-parts       # the 'gemms' ceiling split: the base's, LoRA's, attention's and the head's share
     python bench/real.py --device cuda --dtype bf16 --bs 8 --seq 1024   # on a GPU (adds the torch.compile row's cost there)
 
 1. The matmul peak: the median GFLOP/s of fp32 (or --dtype) matmuls at the model's own shapes (the tokens of one step
@@ -68,7 +69,11 @@ def matmul_peak(cfg, tokens:int, dev, dt, reps:int=5)->float:
         best = max(best, 2 * tokens * k * n / statistics.median(ts) / 1e9)
     return best
 
-def gemm_replay(cfg, bs:int, seq:int, r:int, dev, dt):
+GEMM_PARTS = {'base': "the frozen weights' products: forward and the input's gradient",
+              'lora': "LoRA's rank-r products: forward, the input's gradient, A's and B's gradients",
+              'attention': 'SDPA, forward and backward', 'head': 'the head: logits and their gradient'}
+
+def gemm_replay(cfg, bs:int, seq:int, r:int, dev, dt, parts=tuple(GEMM_PARTS)):
     "A function that runs one step's matrix products (and attention) on dense random tensors: `model_flops`'s work alone."
     import torch, torch.nn.functional as F
     hd, h, kv, d, f, V = cfg.head_dim, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
@@ -80,19 +85,38 @@ def gemm_replay(cfg, bs:int, seq:int, r:int, dev, dt):
     W, A, B = ([rnd(o, i) for i, o in shapes], [rnd(r, i) for i, o in shapes], [rnd(o, r) for i, o in shapes])
     q, k, v = rnd(bs, h, seq, hd, g=True), rnd(bs, kv, seq, hd, g=True), rnd(bs, kv, seq, hd, g=True)
     go, head = rnd(bs, h, seq, hd), rnd(V, d)
+    def layer_mms(xi, g, w, a_, b_):
+        if 'base' in parts: xi @ w.T, g @ w
+        if 'lora' in parts:
+            hA, gh = xi @ a_.T, g @ b_
+            hA @ b_.T, gh @ a_  # the update, and its share of the input's gradient
+            g.T @ hA, gh.T @ xi  # the gradients of B and A
     def step():
         for _ in range(cfg.num_hidden_layers):
-            for (i, o), w, a_, b_ in zip(shapes, W, A, B):
-                xi, g = x[i], gy[o]
-                hA = xi @ a_.T
-                torch.addmm(xi @ w.T, hA, b_.T)  # forward: the base and the LoRA update
-                gh = g @ b_
-                torch.addmm(g @ w, gh, a_)  # the input's gradient through both
-                g.T @ hA, gh.T @ xi  # the gradients of B and A
-            F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).backward(go)
-            q.grad = k.grad = v.grad = None
-        (x[d] @ head.T) @ head  # the head: logits, and their gradient back to the hidden state
+            for (i, o), w, a_, b_ in zip(shapes, W, A, B): layer_mms(x[i], gy[o], w, a_, b_)
+            if 'attention' in parts:
+                F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).backward(go)
+                q.grad = k.grad = v.grad = None
+        if 'head' in parts: (x[d] @ head.T) @ head  # logits, and their gradient back to the hidden state
     return step
+
+def gemm_parts(a):
+    "The ceiling's time by part, each part alone, in turn, `a.rounds` x `a.steps` times: a markdown table."
+    import torch
+    from lorakit.core import set_seed, get_device, get_dtype
+    dev, dt = get_device(a.device), get_dtype(a.dtype)
+    set_seed(0)
+    steps = {p: gemm_replay(config(), a.bs, a.seq, a.r, dev, dt, (p,)) for p in GEMM_PARTS}
+    steps['all'] = gemm_replay(config(), a.bs, a.seq, a.r, dev, dt)
+    ts = {p: [] for p in steps}
+    for i in range(a.warmup + a.rounds * a.steps):
+        for p, f in steps.items():
+            t = time.perf_counter(); f(); dt_ = time.perf_counter() - t
+            if i >= a.warmup: ts[p].append(dt_)
+    med = {p: statistics.median(v) for p, v in ts.items()}
+    print(f"\n### the ceiling by part (each alone; batch {a.bs} x {a.seq})\n")
+    print("| part | ms | share of all |\n|---|---:|---:|")
+    for p in steps: print(f"| {GEMM_PARTS.get(p, 'all of them, as the gemms row')} | {med[p]*1e3:.0f} | {med[p]/med['all']:.0%} |")
 
 def build(kind, a, dev, dt):
     "The model of configuration `kind`, and a function of (x, y) that returns the step's loss."
@@ -113,6 +137,7 @@ def build(kind, a, dev, dt):
             l4.weight = bnb.nn.Params4bit(lin.weight.detach().clone(), requires_grad=False, quant_type='nf4', compress_statistics=True)
             set_module(model, n, l4.to(dev))
         model = get_peft_model(model.to(dev), LoraConfig(r=a.r, lora_alpha=2*a.r, target_modules='all-linear', lora_dropout=0.), autocast_adapter_dtype=False)
+        model.train()  # from_pretrained leaves it in eval mode, where transformers skips gradient checkpointing
         if kind == 'peft_ckpt':  # what a PEFT user turns on: transformers' checkpointing of each decoder layer
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=dict(use_reentrant=False))
             model.enable_input_require_grads()
@@ -220,11 +245,13 @@ def main():
     p.add_argument('--kinds', default=DEFAULT_KINDS, help='comma-separated: ' + ', '.join(KINDS))
     p.add_argument('--baseline', default=None, help="another checkout of lorakit (a git worktree): its rows beside this one's")
     p.add_argument('--no-profile', action='store_true'); p.add_argument('--quick', action='store_true')
+    p.add_argument('--gemm-parts', action='store_true', help="only the ceiling's time by part (base, LoRA, attention, head)")
     p.add_argument('--one', default=None, help=argparse.SUPPRESS); p.add_argument('--profile-only', action='store_true', help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.quick: a.steps, a.rounds = 2, 1
     if a.one: return one(a.one, a)
     if a.profile_only: return profile(a)
+    if a.gemm_parts: return gemm_parts(a)
     import torch
     from lorakit.core import get_device, get_dtype
     cfg = config()

@@ -79,7 +79,7 @@ def plot(rows, path):
     import matplotlib.pyplot as plt
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.5))
     for name, i, m in (('lorakit', 2, 'o-'), ('PEFT + bnb', 3, 's--')):
-        pts = sorted((bs * T, r[i]) for r in rows for bs, T in [r[:2]] if r[i])
+        pts = sorted(((bs * T, r[i]) for r in rows for bs, T in [r[:2]] if r[i]), key=lambda p: p[0])  # 1x1024 ties 2x512
         ax1.plot([p[0] for p in pts], [p[1]['t'] for p in pts], m, label=name)
         ax2.plot([p[0] for p in pts], [p[1]['rss'] for p in pts], m, label=f"{name}, peak RSS")
     pts = sorted((bs * T, L['live'], pred) for bs, T, L, P, pred in rows if L and L['live'])
