@@ -53,7 +53,7 @@ def model_flops(cfg, bs:int, seq:int, r:int)->float:
     attn = n * 2 * bs * h * seq * seq * hd  # QK^T and AV, 2 FLOPs a multiply-add, half of them masked
     return 4 * linear * tok + 6 * lora * tok + 3 * attn
 
-def matmul_peak(cfg, tokens:int, dev, dt, reps:int=5)->float:
+def matmul_peak(cfg, tokens:int, dev, dt, reps:int=15)->float:
     "The best median GFLOP/s over matmuls of `tokens` rows against the model's projections and head."
     import torch
     d, f = cfg.hidden_size, cfg.intermediate_size
