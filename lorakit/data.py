@@ -58,19 +58,17 @@ _BOS_NAMES = ('<s>', '<|begin_of_text|>', '<bos>', '<|startoftext|>')
 _EOS_NAMES = ('</s>', '<|end_of_text|>', '<eos>', '<|endoftext|>')
 
 def _config_specials(d:Path)->dict:
-    "bos_token, eos_token (as text) and add_bos_token of `d/tokenizer_config.json`; {} if none."
+    "The bos_token and eos_token that `d/tokenizer_config.json` names, as text; {} if no file."
     f = d/'tokenizer_config.json'
     if not f.exists(): return {}
     cfg = json.loads(f.read_text(encoding='utf-8-sig'))
     text = lambda v: v.get('content') if isinstance(v, dict) else v
-    return {k: text(cfg.get(f'{k}_token')) for k in ('bos', 'eos')} | dict(
-        add_bos=cfg.get('add_bos_token'))
+    return {k: text(cfg.get(f'{k}_token')) for k in ('bos', 'eos')}
 
-def _adds_bos(tok:Tokenizer, bos_id:int|None, cfg:dict)->bool:
-    "Whether the model reads a text after BOS: its post-processor's template, as transformers."
-    if bos_id is None: return False
-    pp = json.loads(tok.to_str()).get('post_processor')
-    if not pp: return bool(cfg.get('add_bos'))  # no template: tokenizer_config's add_bos_token
+def _adds_bos(tok:Tokenizer, bos_id:int|None)->bool:
+    "Whether the model reads a text after BOS: its post-processor's template says so, for transformers."
+    pp = json.loads(tok.to_str()).get('post_processor') or {}
+    if bos_id is None or not pp: return False
     steps = pp.get('processors', [pp])  # a Sequence of processors, or one
     single = next((p['single'] for p in steps if p.get('type') == 'TemplateProcessing'), [])
     return bool(single) and single[0].get('SpecialToken', {}).get('id') == tok.id_to_token(bos_id)
@@ -91,7 +89,7 @@ class HFTokenizer:
         self.vocab_size = self.tok.get_vocab_size()
         self.bos_id = self._special_id('bos', bos or cfg.get('bos'), _BOS_NAMES, required=False)
         self.eos_id = self._special_id('eos', eos or cfg.get('eos'), _EOS_NAMES, required=True)
-        self.add_bos = _adds_bos(self.tok, self.bos_id, cfg)  # does the model start with BOS?
+        self.add_bos = _adds_bos(self.tok, self.bos_id)  # does the model start with BOS?
 
     def _special_id(self, kind, name, usual, required):
         "Id of the token `name`, else of the first of the `usual` names in the vocab."
