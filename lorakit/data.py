@@ -66,7 +66,7 @@ def _config_specials(d:Path)->dict:
     return {k: text(cfg.get(f'{k}_token')) for k in ('bos', 'eos')}
 
 def _adds_bos(tok:Tokenizer, bos_id:int|None)->bool:
-    "Whether the model reads a text after BOS: its post-processor's template says so, for transformers."
+    "Whether the model reads texts after BOS: as transformers, from its post-processor's template."
     pp = json.loads(tok.to_str()).get('post_processor') or {}
     if bos_id is None or not pp: return False
     steps = pp.get('processors', [pp])  # a Sequence of processors, or one

@@ -646,6 +646,10 @@ def check_weight_names(model:nn.Module, # built from the checkpoint's config; on
     want = set(model.state_dict()) - tied
     have = {k for k in files if not k.endswith('rotary_emb.inv_freq')} - tied
     missing, unexpected = sorted(want - have), sorted(have - want)
+    if missing == ['lm_head.weight'] and not unexpected:  # transformers would draw a random head
+        raise ValueError("config.json unties the head from the embedding (tie_word_embeddings "
+                         "false), but the weights hold no lm_head.weight: set "
+                         "tie_word_embeddings to true if the head is the embedding")
     if missing or unexpected:
         more = ' (and more)' if len(missing) > 8 or len(unexpected) > 8 else ''
         raise ValueError(f"checkpoint doesn't match the model: missing {missing[:8]}, unexpected "
