@@ -67,8 +67,8 @@ def _config_specials(d:Path)->dict:
 
 def _adds_bos(tok:Tokenizer, bos_id:int|None)->bool:
     "Whether the model reads texts after BOS: as transformers, from its post-processor's template."
-    pp = json.loads(tok.to_str()).get('post_processor') or {}
-    if bos_id is None or not pp: return False
+    if bos_id is None or tok.post_processor is None: return False
+    pp = json.loads(tok.post_processor.__getstate__())  # its JSON, without the whole vocab's
     steps = pp.get('processors', [pp])  # a Sequence of processors, or one
     single = next((p['single'] for p in steps if p.get('type') == 'TemplateProcessing'), [])
     return bool(single) and single[0].get('SpecialToken', {}).get('id') == tok.id_to_token(bos_id)
