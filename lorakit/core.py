@@ -265,7 +265,8 @@ def _full_disk(e:OSError, path:Path)->OSError|None:
     else:
         free = shutil.disk_usage(path.parent).free / 2**20
         why = f"the disk of {path.parent} is full ({free:.1f} MiB free): free space there"
-    return OSError(errno.ENOSPC, f"could not write {path}: {why}, or write elsewhere")
+    said = f"{e.strerror}: " if e.strerror else ''  # the system's words first, as callers quote
+    return OSError(errno.ENOSPC, f"{said}could not write {path}: {why}, or write elsewhere")
 
 # %% ../nbs/00_core.ipynb #930ded52
 @contextmanager
