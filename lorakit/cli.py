@@ -310,7 +310,7 @@ def _model_template(model:Path)->str|None:
 
 def _export_checks(a:argparse.Namespace, out:Path, mf:Path|None):
     "Everything about the arguments that can be wrong, before anything is read or written."
-    from lorakit.core import check_arg
+    from lorakit.core import check_arg, check_not_input
     check_arg('--out', a.out, out.suffix == '.gguf', 'a path ending in .gguf')
     if a.adapter_only and a.adapter is None:
         raise ValueError("--adapter-only writes an adapter: pass it with --adapter RUN/adapter")
@@ -319,13 +319,14 @@ def _export_checks(a:argparse.Namespace, out:Path, mf:Path|None):
                          f"load, and --model {a.model} is not one: write it once with "
                          f"lorakit-export --model {a.model} --out base.gguf, then pass "
                          f"--model base.gguf")
-    if out.resolve() == Path(a.model).resolve():
-        raise ValueError(f"--out {out} is the model file: writing there would destroy it; pick "
-                         f"another --out")
+    inputs = dict(model=a.model, adapter=a.adapter)  # what --overwrite may never replace
+    check_not_input(out, '--out', **inputs)
     if out.is_file() and out.stat().st_size and not a.overwrite:
         raise ValueError(f"{out} exists: pass --overwrite to replace it, or another --out")
     if mf is None: return
     check_arg('--modelfile', a.modelfile, mf.resolve() != out.resolve(), 'another path than --out')
+    check_not_input(mf, '--modelfile', **inputs)
+    if mf.is_dir(): raise ValueError(f"--modelfile {mf} is a directory: pass a file's path")
     if mf.exists() and not a.overwrite:
         raise ValueError(f"{mf} exists: pass --overwrite to replace it, or --modelfile another "
                          f"path (or none)")
@@ -335,7 +336,7 @@ def _export(argv:list[str]):
     out, model = Path(a.out), Path(a.model)
     mf = None if a.modelfile == 'none' else Path(a.modelfile or out.with_suffix('.Modelfile'))
     _export_checks(a, out, mf)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    for f in (out, mf or out): f.parent.mkdir(parents=True, exist_ok=True)  # before any file
     from lorakit.ollama import ollama_template, write_lora_gguf, write_modelfile
     template, note = _model_template(model), ''
     if template is None: note = ' (no TEMPLATE: the model has no chat template)'
@@ -365,6 +366,8 @@ def _export(argv:list[str]):
     except KeyboardInterrupt:  # the GGUF file is whole; say truly what is missing
         print(f"lorakit-export: interrupted: {out} is written, {mf} is not", file=sys.stderr)
         raise SystemExit(130) from None
+    except (OSError, ValueError) as e:  # a full disk, say: the message says what was written
+        raise type(e)(f"{_message(e)} ({out} is written, {mf} is not)") from None
     print(f"wrote {mf}{note}: ollama create NAME -f {mf}")
 
 def export_cli(argv:list[str]|None=None): # the arguments; default: the command line's

@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_core.ipynb #f5c0a959
 from __future__ import annotations
-import math, os, random, re, shutil, tempfile
+import errno, math, os, random, re, shutil, tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
@@ -14,7 +14,8 @@ from fastcore.basics import ifnone
 # %% auto #0
 __all__ = ['set_seed', 'get_device', 'get_dtype', 'ParamCount', 'count_params', 'Block', 'ProxyData', 'proxy_task', 'CheckError',
            'cross_entropy', 'assert_loss_at_init', 'overfit_one_batch', 'check_arg', 'evaluate', 'fit_proxy',
-           'plot_curves', 'atomic_path', 'is_atomic_tmp', 'clean_tmp', 'check_out_dir', 'atomic_dir', 'run_proxy']
+           'plot_curves', 'atomic_path', 'is_atomic_tmp', 'clean_tmp', 'check_out_dir', 'atomic_dir', 'check_not_input',
+           'run_proxy']
 
 # %% ../nbs/00_core.ipynb #24e13f04
 def set_seed(seed:int=42, # seed for Python's `random`, NumPy and torch (CPU and every GPU)
@@ -239,6 +240,34 @@ def plot_curves(train:list[float], # train loss per step
     ax.legend()
     return ax
 
+# %% ../nbs/00_core.ipynb #475dc0c4
+def _alive(pid:int)->bool:
+    "Whether process `pid` runs on this machine."
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except PermissionError: pass  # another user's: alive
+    return True
+
+def _sweep_dead(path:Path):
+    "Remove the temporary files of `path` that a killed process (its pid in the name) left."
+    mine = re.compile(rf'\.{re.escape(path.name)}\.(\d+)\.[a-z0-9_]{{8}}\.tmp')
+    for f in path.parent.iterdir():
+        if (m := mine.fullmatch(f.name)) and not _alive(int(m[1])): f.unlink(missing_ok=True)
+
+def _full_disk(e:OSError, path:Path)->OSError|None:
+    "A one-line error for a write that ran out of room (ENOSPC, quota, ulimit -f), else None."
+    short = e.errno is None and 'requested and' in str(e)  # numpy's tofile: no errno
+    if not short and e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG): return None
+    import resource
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if e.errno == errno.EFBIG or (short and limit != resource.RLIM_INFINITY):
+        why = f"the file size limit stopped it (ulimit -f: {limit} bytes): raise it"
+    else:
+        free = shutil.disk_usage(path.parent).free / 2**20
+        why = f"the disk of {path.parent} is full ({free:.1f} MiB free): free space there"
+    said = f"{e.strerror}: " if e.strerror else ''  # the system's words first, as callers quote
+    return OSError(errno.ENOSPC, f"{said}could not write {path}: {why}, or write elsewhere")
+
 # %% ../nbs/00_core.ipynb #930ded52
 @contextmanager
 def atomic_path(path:str|Path, # where the file should end up
@@ -248,7 +277,9 @@ def atomic_path(path:str|Path, # where the file should end up
     if not path.parent.is_dir():
         raise FileNotFoundError(f"{path.parent} does not exist: "
                                 f"create it first, e.g. mkdir -p {path.parent}")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
+    _sweep_dead(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.{os.getpid()}.',
+                               suffix='.tmp')
     os.close(fd)
     umask = os.umask(0)
     os.umask(umask)
@@ -256,6 +287,9 @@ def atomic_path(path:str|Path, # where the file should end up
         yield Path(tmp)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp's file is private: give it open()'s mode
         os.replace(tmp, path)
+    except OSError as e:
+        if (full := _full_disk(e, path)) is None: raise
+        raise full from None
     finally:
         if os.path.exists(tmp): os.remove(tmp)
 
@@ -304,6 +338,23 @@ def atomic_dir(path:str|Path, # the directory to create or replace
         if old.exists(): shutil.rmtree(old)
     finally:
         if tmp.exists(): shutil.rmtree(tmp)
+
+# %% ../nbs/00_core.ipynb #c88d6358
+def check_not_input(out:str|Path, # a file or directory a command will write
+                    flag:str, # how the user named it, e.g. '--out' (or 'out=' in Python)
+                    **inputs, # what the command reads, by name: model=..., adapter=...; None skipped
+                   )->Path:
+    "Refuse an output that is, lies in, or holds one of `inputs`, by any path, link or hard link."
+    o = Path(out).resolve()
+    for what, p in inputs.items():
+        if p is None: continue
+        p = Path(p).resolve()
+        same = o == p or (o.exists() and p.exists() and os.path.samefile(o, p))
+        if same or p in o.parents or o in p.parents:
+            how = 'is' if same else 'lies in' if p in o.parents else 'holds'
+            raise ValueError(f"{flag} {out} {how} the {what} {p}: an output never replaces an "
+                             f"input, even with --overwrite; pick another {flag}")
+    return Path(out)
 
 # %% ../nbs/00_core.ipynb #565b101d
 def run_proxy(sz:int=16, # width of `Block`, and the number of classes

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import collections, dataclasses, functools, itertools, json
 from pathlib import Path
-import torch
+import numpy as np, torch
 from .core import *
 from .model import Llama, LlamaConfig, rope_frequencies
 from .qlora import QuantLinear
@@ -291,15 +291,24 @@ def _llama_cpp_tensors(model:Llama):
     if (cfg.rope_scaling or {}).get('rope_type') == 'llama3':
         yield 'rope_freqs.weight', _rope_freqs(cfg)
 
+def _f16(name:str, w:torch.Tensor)->np.ndarray:
+    "`w` in float16, refused if a finite value is beyond f16's ±65504 (it would be stored as inf)."
+    h = w.half()
+    if (h.isinf() & w.isfinite()).any():
+        big = w[w.isfinite()].abs().max().item()
+        raise ValueError(f"{name} holds {big:.6g}, beyond f16's ±65504 (it would be stored as "
+                         f"inf): write it as kind='bf16' or 'f32' (--type bf16 or f32)")
+    return h.numpy()
+
 def _encoded(name:str, w:torch.Tensor, kind:str)->tuple:
     "Tensor `w` as a `kind` file stores it: (numpy data, ggml type name)."
     if w.ndim == 1 or name.endswith('_norm.weight') or kind == 'f32': return w.numpy(), 'F32'
     if kind in ('q8_0', 'q4_0'):
-        if w.shape[-1] % 32: return w.half().numpy(), 'F16'  # no whole blocks of 32
+        if w.shape[-1] % 32: return _f16(name, w), 'F16'  # no whole blocks of 32
         from lorakit.gguf import quantize_gguf
         return quantize_gguf(w, kind.upper(), name=name).numpy(), kind.upper()
     if kind == 'bf16': return w.bfloat16().view(torch.uint8).numpy(), 'BF16'  # numpy has no bf16
-    return w.half().numpy(), 'F16'
+    return _f16(name, w), 'F16'
 
 # %% ../nbs/08a_export.ipynb #8c21cc5d
 def _check_writable(out:Path, kind:str, overwrite:bool, inputs:dict, model:Llama|None=None):
@@ -313,11 +322,7 @@ def _check_writable(out:Path, kind:str, overwrite:bool, inputs:dict, model:Llama
         raise ValueError(f"{qs[0][0]} is a quantized layer ({qs[0][1].spec().kind}): "
                          f"dequantize the model first (lorakit.qlora.merge_to_16bit(model))")
     if out.is_dir(): raise IsADirectoryError(f"{out} is a directory: pass a .gguf file's path")
-    for what, p in inputs.items():
-        p, o = Path(p).resolve(), out.resolve()
-        if o == p or p in o.parents:
-            raise ValueError(f"{out} would be written {'onto' if o == p else 'into'} the "
-                             f"{what} {p}: write it elsewhere")
+    check_not_input(out, 'out', **inputs)
     if out.is_file() and out.stat().st_size and not overwrite:
         raise FileExistsError(f"{out} exists: pass overwrite=True (--overwrite) to replace it")
 

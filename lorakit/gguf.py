@@ -4,7 +4,7 @@
 
 # %% ../nbs/05a_gguf.ipynb #097c7e9c
 from __future__ import annotations
-import functools, json, math, numbers, os, re, shutil, subprocess, sys, tempfile
+import functools, json, math, numbers, os, re, shutil, signal, subprocess, sys, tempfile
 import numpy as np
 from pathlib import Path
 import torch
@@ -19,7 +19,7 @@ __all__ = ['LLAMA_CPP_PYTHON', 'gguf_name', 'dequant_q8_0', 'dequant_q4_0', 'deq
            'dequant_q4_k', 'dequant_q5_k', 'dequant_q6_k', 'quant_q8_0', 'quant_q4_0', 'quant_q5_0', 'quant_q4_1',
            'quant_q5_1', 'quantize_gguf', 'GGUFFile', 'gguf_hf_config', 'gguf_config', 'gguf_checkpoint',
            'weight_sources', 'load_llama', 'read_model_config', 'tensor_shapes', 'llama_cpp_source', 'gemma3_gguf',
-           'llama_cpp_python', 'LlamaCpp', 'llama_cpp_quantize']
+           'llama_cpp_python', 'LlamaCpp', 'cpu_flags', 'llama_cpp_quantize']
 
 # %% ../nbs/05a_gguf.ipynb #eefe7534
 _GGUF_TOP = {'token_embd': 'model.embed_tokens', 'output_norm': 'model.norm', 'output': 'lm_head'}
@@ -553,11 +553,18 @@ answers = os.fdopen(os.dup(1), 'w')  # llama.cpp may print: its stdout goes to s
 os.dup2(2, 1)
 import numpy as np, llama_cpp
 path, lora, n_ctx, kv = sys.argv[1], sys.argv[2] or None, int(sys.argv[3]), sys.argv[4]
+repack, verbose = sys.argv[5] == '1', sys.argv[6] == '1'
+defaults = llama_cpp.llama_cpp.llama_model_default_params  # what llama_cpp.Llama starts from
+def model_params():
+    p = defaults()
+    p.use_extra_bufts = repack  # llama.cpp's weight repacking (CPU_REPACK, AMX buffers)
+    return p
+llama_cpp.llama_cpp.llama_model_default_params = model_params
 def load(verbose):
     kv_type = dict(f16=llama_cpp.GGML_TYPE_F16, f32=llama_cpp.GGML_TYPE_F32)[kv]
     return llama_cpp.Llama(path, n_ctx=n_ctx, logits_all=True, lora_path=lora,
                            type_k=kv_type, type_v=kv_type, verbose=verbose)
-try: llm = load(False)
+try: llm = load(verbose)
 except Exception:  # again, with llama.cpp's log on stderr: it says what was wrong
     try: llm = load(True)
     except Exception as e: sys.exit(f'{type(e).__name__}: {e}')
@@ -598,7 +605,8 @@ ops = dict(logits=logits, greedy=greedy, tokenize=tokenize, render_chat=render_c
 def answer(a):
     answers.write(json.dumps(a) + '\n')
     answers.flush()
-answer({'ok': {'n_vocab': llm.n_vocab(), 'n_ctx': llm.n_ctx()}})
+answer({'ok': {'n_vocab': llm.n_vocab(), 'n_ctx': llm.n_ctx(),
+              'repack': llm.model_params.use_extra_bufts}})  # what llama.cpp loaded with
 for line in sys.stdin:  # until the parent closes the pipe, or dies
     req = json.loads(line)
     try: answer({'ok': ops[req['op']](*req['args'])})
@@ -614,6 +622,10 @@ class LlamaCpp:
                  # the KV cache's type: llama.cpp's default 'f16', or 'f32', which keeps an
                  # f32 file's logits within float32 rounding of lorakit's
                  kv:str='f16',
+                 # llama.cpp's weight repacking (its extra buffer types): off, the same path on
+                 # every CPU, since it crashes on AMX CPUs
+                 repack:bool=False,
+                 verbose:bool=False, # keep llama.cpp's log, for `log()`
                 ):
         if not isinstance(n_ctx, int) or n_ctx < 1:
             raise ValueError(f"n_ctx must be an int >= 1, got {n_ctx!r}")
@@ -624,15 +636,17 @@ class LlamaCpp:
         self._log = open(Path(self._dir.name)/'stderr.txt', 'w+')
         paths = [str(llama_cpp_python()), *filter(None, [os.environ.get('PYTHONPATH')])]
         check_arg('kv', kv, kv in ('f16', 'f32'), "'f16' or 'f32'")
-        cmd = [sys.executable, '-c', _CHILD, str(path), str(lora or ''), str(n_ctx), kv]
+        cmd = [sys.executable, '-c', _CHILD, str(path), str(lora or ''), str(n_ctx), kv,
+               str(int(repack)), str(int(verbose))]
         self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=self._log, text=True,
                                       env=os.environ | {'PYTHONPATH': os.pathsep.join(paths)})
-        self.pid = self._proc.pid
-        try: self.n_vocab = self._answer()['n_vocab']  # the child's first line: it loaded
+        self.pid, self.n_vocab = self._proc.pid, None
+        try: first = self._answer()  # the child's first line: it loaded
         except BaseException:
             self.close()
             raise
+        self.n_vocab, self.repack = first['n_vocab'], first['repack']
 
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
@@ -650,12 +664,39 @@ def _log_tail(f)->str:
     errs = [l for l in lines if _LOG_ERROR.search(l) and not l.startswith(('File ', 'Traceback'))]
     return ' | '.join(errs[-5:] or lines[-3:] or ['no output'])[-800:]
 
+_CPU_FLAGS = ('amx_int8', 'amx_bf16', 'avx512f', 'avx2')  # what picks llama.cpp's x86 kernels
+
+def cpu_flags()->list[str]:
+    "Which of the CPU features that decide llama.cpp's kernels this machine has (Linux)."
+    try: have = re.search(r'^flags\s*:(.*)$', Path('/proc/cpuinfo').read_text(), re.M)[1].split()
+    except (OSError, TypeError): return []
+    return [f for f in _CPU_FLAGS if f in have]
+
+def _file_type(path:Path)->str:
+    "The type most of a GGUF file's 2-d weights are stored in, e.g. 'Q4_1'."
+    import gguf, collections
+    try: ts = gguf.GGUFReader(path).tensors
+    except Exception: return 'unreadable'
+    return collections.Counter(t.tensor_type.name for t in ts if len(t.shape) > 1).most_common(1)[0][0]
+
+def _crashed(path:Path, code:int, doing:str)->str:
+    "One line: llama.cpp died on a signal, the CPU features and the file's type that matter."
+    try: sig = signal.Signals(-code).name
+    except ValueError: sig = f'signal {-code}'
+    flags = ' '.join(cpu_flags()) or 'no AVX2'
+    return (f"llama.cpp crashed ({sig}) on this CPU ({flags}) {doing} {path}, a "
+            f"{_file_type(path)} file: its kernels for that type fail here; try an f32 file "
+            f"(lorakit-export --type f32) or another machine")
+
 @patch
 def _answer(self:LlamaCpp):
     "The child's next answer; its error, or its stderr if it died, as a RuntimeError."
     line = self._proc.stdout.readline()
     if not line:
         code = self._proc.wait()
+        if code < 0:  # a signal: a crash inside llama.cpp, not an error it reported
+            doing = 'loading' if self.n_vocab is None else 'running'
+            raise RuntimeError(_crashed(self.path, code, doing))
         raise RuntimeError(f"llama.cpp's process on {self.path} ended (exit code {code}): "
                            f"{_log_tail(self._log)}")
     a = json.loads(line)
@@ -686,6 +727,15 @@ def close(self:LlamaCpp):
         p.stdout.close()
     if getattr(self, '_log', None) is not None: self._log.close()
     if getattr(self, '_dir', None) is not None: self._dir.cleanup()
+
+@patch
+def log(self:LlamaCpp)->str:
+    "What the child wrote on stderr so far: llama.cpp's log with `verbose=True`."
+    self._log.flush()
+    self._log.seek(0)
+    text = self._log.read()
+    self._log.seek(0, 2)
+    return text
 
 # %% ../nbs/05a_gguf.ipynb #fbe99e9c
 @patch
@@ -755,6 +805,7 @@ def llama_cpp_quantize(src:str|Path, # a GGUF model file
     with atomic_path(dst) as tmp:
         cmd = [sys.executable, '-c', _QUANTIZE, str(src), str(tmp), str(_FTYPES[kind])]
         r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if r.returncode < 0: raise RuntimeError(_crashed(Path(src), r.returncode, 'quantizing'))
         if r.returncode:
             raise RuntimeError(f"llama.cpp's quantizer failed on {src} (exit code "
                                f"{r.returncode}): {' '.join(r.stderr.split())[-400:]}")

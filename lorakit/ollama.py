@@ -120,12 +120,9 @@ def write_lora_gguf(adapter_dir:str|Path, # a PEFT-format LoRA adapter (lorakit'
                    )->dict:
     "The adapter alone as llama.cpp's GGUF LoRA, for `--lora` and Ollama's `ADAPTER`."
     d, out = Path(adapter_dir), Path(out)
-    _check_out_file(out, overwrite)
     lcfg, mcfg = _gguf_lora_config(d), read_model_config(model_dir)
-    for what, p in (('base', Path(model_dir).resolve()), ('adapter', d.resolve())):
-        if out.resolve() == p or p in out.resolve().parents:  # never write on what is read
-            raise ValueError(f"{out} would be written {'onto' if out.resolve() == p else 'into'} "
-                             f"the {what} {p}: write it elsewhere")
+    check_not_input(out, 'out', base=model_dir, adapter=d)  # never write on what is read
+    _check_out_file(out, overwrite)
     arch, shapes = gguf_arch(mcfg), tensor_shapes(model_dir)
     _warn_quantized(lcfg, d)
     pairs = [_gguf_pair(n, A, B, mcfg, arch, shapes)
@@ -266,6 +263,8 @@ def write_modelfile(path:str|Path, # the Modelfile to write
                    )->str:
     "Write an Ollama Modelfile: `FROM`, `ADAPTER`, `TEMPLATE` and its stops; return its text."
     path = Path(path)
+    check_not_input(path, 'path', **{'model (FROM)': path.parent/from_,
+                                     'adapter (ADAPTER)': adapter and path.parent/adapter})
     _check_out_file(path, overwrite)
     lines = [f'FROM {from_}'] + ([f'ADAPTER {adapter}'] if adapter else [])
     if chat_template is not None:
