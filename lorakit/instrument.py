@@ -4,7 +4,7 @@
 
 # %% ../nbs/09_instrument.ipynb #0a9bdbab
 from __future__ import annotations
-import importlib, json, math, statistics, sys
+import importlib, io, json, math, os, pdb, select, statistics, sys
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -523,26 +523,64 @@ def _origin(e:BaseException)->BaseException:
     while prev := e.__cause__ or (e.__context__ if e.__suppress_context__ else None): e = prev
     return e
 
+def _piped(fd:int, wait:float=0.5)->str:
+    "The text piped into `fd`, to its end; '' if it ends at once or nothing comes within `wait` s."
+    chunks = []
+    while select.select([fd], [], [], wait)[0]:
+        b = os.read(fd, 1 << 16)
+        if not b: break
+        chunks.append(b)
+    return b''.join(chunks).decode(errors='replace')
+
+def _scripted(cmds:str):
+    "A pdb `post_mortem` that reads `cmds`, as typed, and writes to stdout."
+    def post_mortem(tb):
+        p = pdb.Pdb(stdin=io.StringIO(cmds), stdout=sys.stdout)
+        p.reset()
+        p.interaction(None, tb)
+    return post_mortem
+
+def _in_kernel()->bool:
+    "Whether this runs in a Jupyter kernel, whose `input()` asks the notebook: pdb works there."
+    ip = getattr(sys.modules.get('IPython'), 'get_ipython', lambda: None)()
+    return hasattr(ip, 'kernel')
+
 def _debugger():
-    "ipdb's `post_mortem` if installed and stdin is a terminal; else pdb's, which reads pipes."
-    if sys.stdin is not None and sys.stdin.isatty():
+    "ipdb's (if installed) or pdb's `post_mortem` on a terminal or in Jupyter; pdb on commands piped in."
+    if sys.stdin is None or sys.stdin.closed: return None
+    if _in_kernel(): return pdb.post_mortem
+    if sys.stdin.isatty():
         try: return importlib.import_module('ipdb').post_mortem
-        except ImportError: pass
-    import pdb
-    return pdb.post_mortem
+        except ImportError: return pdb.post_mortem
+    try: cmds = _piped(sys.stdin.fileno())
+    except (OSError, ValueError): cmds = ''  # a stdin with no file behind it
+    return _scripted(cmds) if cmds.strip() else None
+
+def _one_process():
+    "Refuse `--debug` under torchrun with more than one rank: one terminal, and no rank survives."
+    n = int(os.environ.get('WORLD_SIZE') or 1)
+    if n > 1:
+        raise ValueError(f"--debug opens a debugger in this terminal, which the {n} ranks torchrun "
+                         "started can't share (and torchrun stops them all when one fails): "
+                         "debug with one process, lorakit-train --debug without torchrun")
 
 @contextmanager
 def debug_on_error(on:bool=True, # False: do nothing, so that a flag can switch it
                    debugger=None, # `debugger(traceback)`; default: ipdb's or pdb's `post_mortem`
                   ):
     "Open a post-mortem debugger where an exception raised inside started; then let it go on."
+    if on: _one_process()
     try: yield
     except Exception as e:
         if not on or isinstance(e, TrainingStopped): raise  # a stop asked for is not a bug
         first = _origin(e)
-        print(f"{type(first).__name__}: {first}\nthe debugger opens where it was raised",
-              file=sys.stderr)
-        (debugger or _debugger())(first.__traceback__)
+        line, post_mortem = f"{type(first).__name__}: {first}", debugger or _debugger()
+        if post_mortem is None:
+            print("--debug: the debugger needs a terminal, and standard input is closed or empty: "
+                  f"run the command in one, or pipe pdb commands into it\n{line}", file=sys.stderr)
+            raise
+        print(f"{line}\nthe debugger opens where it was raised", file=sys.stderr)
+        post_mortem(first.__traceback__)
         raise
 
 # %% ../nbs/09_instrument.ipynb #425488f7

@@ -4,7 +4,7 @@
 
 # %% ../nbs/07a_run.ipynb #7c30e2ed
 from __future__ import annotations
-import contextlib, errno, hashlib, json, os, random, shutil, signal, sys, tempfile, threading
+import contextlib, errno, hashlib, json, math, os, random, shutil, signal, sys, tempfile, threading
 from dataclasses import asdict, fields
 from pathlib import Path
 import numpy as np, torch, torch.nn as nn
@@ -17,7 +17,7 @@ from .train import *
 # %% auto #0
 __all__ = ['RUN_FILES', 'RUN_MARK', 'rng_state', 'set_rng_state', 'fingerprint', 'save_torch', 'save_checkpoint',
            'check_same_run', 'read_checkpoint', 'load_checkpoint', 'FileCheckpoint', 'OneProcess', 'check_out_apart',
-           'prepare_run_dir', 'TrainingStopped', 'stop_on_sigint', 'RunDir', 'train']
+           'prepare_run_dir', 'TrainingStopped', 'stop_on_sigint', 'RunDir', 'read_metrics', 'train']
 
 # %% ../nbs/07a_run.ipynb #bec08c56
 def rng_state()->dict:
@@ -299,14 +299,35 @@ class RunDir(Callback):
             msg = f"could not write {what} ({e.strerror}); {self.note()}"
             raise OSError(e.errno, msg) from None
 
+# %% ../nbs/07a_run.ipynb #0487f640
+_NON_FINITE = {'nan': math.nan, 'inf': math.inf, '-inf': -math.inf}
+
+def _strict(v):
+    "`v` as strict JSON can hold it: a non-finite float as the string Python prints for it."
+    if isinstance(v, float) and not math.isfinite(v): return str(v)
+    if isinstance(v, dict): return {k: _strict(x) for k, x in v.items()}
+    return [_strict(x) for x in v] if isinstance(v, (list, tuple)) else v
+
+def _unstrict(v):
+    "A value read from metrics.jsonl, its `'nan'`, `'inf'` and `'-inf'` strings back as floats."
+    if isinstance(v, str): return _NON_FINITE.get(v, v)
+    if isinstance(v, dict): return {k: _unstrict(x) for k, x in v.items()}
+    return [_unstrict(x) for x in v] if isinstance(v, list) else v
+
+def _jsonl(recs:list)->str:
+    return ''.join(json.dumps(_strict(r), allow_nan=False) + '\n' for r in recs)
+
+def read_metrics(path:str|Path, # a run's metrics.jsonl
+                )->list[dict]:
+    "The records of a run's metrics.jsonl, non-finite values as floats (written as strings, or as `NaN`)."
+    return [_unstrict(json.loads(l)) for l in Path(path).read_text().splitlines() if l.strip()]
+
 # %% ../nbs/07a_run.ipynb #5fff0692
 def _append(path:Path, text:str):
     with open(path, 'a') as f: f.write(text)
 
 def _write_text(path:Path, text:str):
     with atomic_path(path) as t: t.write_text(text)
-
-def _jsonl(recs:list)->str: return ''.join(json.dumps(r) + '\n' for r in recs)
 
 @patch
 def log(self:RunDir, rec:dict):

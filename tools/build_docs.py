@@ -85,8 +85,10 @@ def _cell(s:str)->str: return s.replace('|', '\\|').replace('\n', ' ')
 def show_doc_md(obj, name:str, level:int=3, cls=None)->str:
     "Markdown for one symbol (a method of `cls`): heading with a source link, signature, docstring, and a table of its docments."
     from fastcore.docments import docments
+    obj = getattr(obj, '_init_fn', obj) if type(obj).__name__ == 'CustomOpDef' else obj  # torch.library.custom_op
     kind = 'class' if inspect.isclass(obj) else 'def'
-    try: src_file, line = inspect.getsourcefile(obj), inspect.getsourcelines(obj)[1]
+    src = obj if inspect.isclass(obj) else inspect.unwrap(obj)  # a decorated function's own lines, not its wrapper's
+    try: src_file, line = inspect.getsourcefile(src), inspect.getsourcelines(src)[1]
     except (TypeError, OSError): src_file, line = None, None
     link = f'<small>[source]({REPO}/{Path(src_file).relative_to(ROOT).as_posix()}#L{line})</small>' if src_file and Path(src_file).is_relative_to(ROOT) else ''
     f = obj.__init__ if kind == 'class' and '__init__' in vars(obj) else obj
@@ -113,11 +115,43 @@ def show_doc_md(obj, name:str, level:int=3, cls=None)->str:
         out += ['']
     return '\n'.join(out)
 
+def _deco_name(d)->str:
+    "`patch` for `@patch`, `@patch(as_prop=True)` and `@fastcore.basics.patch`."
+    d = d.func if isinstance(d, ast.Call) else d
+    return d.attr if isinstance(d, ast.Attribute) else getattr(d, 'id', '')
+
+def patched_classes(n)->list:
+    "The classes a `@patch` def adds itself to, from its first parameter's annotation (`A`, `(A,B)`, `A|B`); [] if not patched."
+    if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) or 'patch' not in map(_deco_name, n.decorator_list): return []
+    a = (n.args.posonlyargs + n.args.args)[0].annotation if n.args.posonlyargs + n.args.args else None
+    parts = a.elts if isinstance(a, ast.Tuple) else [a]
+    while any(isinstance(x, ast.BinOp) for x in parts):  # A|B|C
+        parts = [y for x in parts for y in ((x.left, x.right) if isinstance(x, ast.BinOp) else (x,))]
+    return [x.value if isinstance(x, ast.Constant) else ast.unparse(x) for x in parts if x is not None]
+
 def exported_names(src:str)->list:
-    "Public top-level functions and classes a cell defines, in order."
+    "Public functions and classes a cell defines, in order; a `@patch` method as `Class.method`, never as the bare name."
     try: tree = ast.parse(strip_directives(src))
     except SyntaxError: return []
-    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) and not n.name.startswith('_')]
+    out = []
+    for n in tree.body:
+        if not isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) or n.name.startswith('_'): continue
+        cls = patched_classes(n)
+        out += [f'{c}.{n.name}' for c in cls if not c.startswith('_')] if cls else [n.name]
+    return out
+
+def _func(v):
+    "The function behind a class attribute: a property's getter, a classmethod's or staticmethod's function."
+    if isinstance(v, property): return v.fget
+    if type(v).__name__ == '_clsmethod': return v.f  # fastcore's, from `@patch(cls_method=True)`
+    return v.__func__ if isinstance(v, (staticmethod, classmethod)) else v
+
+def resolve(mod, name:str)->tuple:
+    "(object, class) that a documented name stands for in `mod`: a function or class, or `Class.method` as the class holds it."
+    cls_name, _, m = name.rpartition('.')
+    if not cls_name: return getattr(mod, name, None), None
+    cls = getattr(mod, cls_name, None)
+    return (_func(vars(cls).get(m)), cls) if inspect.isclass(cls) else (None, None)
 
 def methods_md(cls, name:str)->str:
     "Public methods the class defines itself, with docstrings of lorakit's own."
@@ -144,10 +178,10 @@ def page_nb(nb_path:Path, mod, api_page:str)->dict:
         cells.append(dict(c, metadata={}))
         if c['cell_type'] == 'code' and mod is not None and ('export' in d or 'exports' in d):
             for n in exported_names(src):
-                obj = getattr(mod, n, None)
+                obj, cls = resolve(mod, n)
                 if obj is None: continue
-                md = show_doc_md(obj, n) + (methods_md(obj, n) if inspect.isclass(obj) else '')
-                cells.append({'cell_type': 'markdown', 'id': f'doc-{n}', 'metadata': {}, 'source': md})
+                md = show_doc_md(obj, n, cls=cls) + (methods_md(obj, n) if inspect.isclass(obj) else '')
+                cells.append({'cell_type': 'markdown', 'id': f"doc-{n.replace('.', '-')}", 'metadata': {}, 'source': md})
     if mod is not None:
         cells.append({'cell_type': 'markdown', 'id': 'api-link', 'metadata': {}, 'source': f'---\n\nEverything this notebook exports, on one page: [`{mod.__name__}`]({api_page}).'})  # a URL: mkdocs doesn't rewrite links in notebooks
     nb['cells'] = cells

@@ -14,7 +14,7 @@ that id. Then it types exported symbols into the search box and checks that the 
 screenshots of the landing page and of two notebook pages to `_site/screenshots/`. It uses Debian's Chromium
 (`apt-get install chromium`) through Playwright, and downloads nothing.
 """
-import argparse, functools, http.server, json, os, shutil, sys, threading
+import argparse, ast, functools, html, http.server, inspect, json, os, re, shutil, sys, textwrap, threading, tokenize
 from pathlib import Path
 from urllib.parse import urljoin, urldefrag, urlparse
 
@@ -76,6 +76,60 @@ def nb_images(site_url:str)->int | None:
     skip = lambda c: any(l.startswith('#|') and l[2:].split()[:1] == ['hide'] for l in ''.join(c['source']).splitlines())
     return sum(1 for c in cells if c['cell_type'] == 'code' and not skip(c)
                for o in c.get('outputs', []) if any(k.startswith('image/') for k in o.get('data', {})))
+
+# ---- what each show_doc block documents, read from the built pages (no browser needed) ----
+# A show_doc block: a heading, lorakit's source link (absent for an object from elsewhere), then the signature.
+_CELL = re.compile(r'<div class="jp-Cell ')
+_CODE_TXT = re.compile(r'<div class="clipboard-copy-txt" id="cell-\d+">(.*?)</div>', re.S)
+_DOC = re.compile(r'<h([2-4]) id="[^"]*">(.*?)<a class="(?:anchor-link|headerlink)"[^>]*>(?:¶|&para;)</a></h\1>\s*'
+                  r'(?:<p><small><a href="[^"]*?/(lorakit/\w+\.py)#L(\d+)">source</a></small></p>\s*)?'
+                  r'<div class="highlight"><pre><span></span>(.*?)</pre>', re.S)
+
+def _defined(code:str)->dict:
+    "What a cell's code defines, as {documented name: its ast}: `f`, `C`, and a `@patch` method as `C.m`."
+    sys.path.insert(0, str(ROOT/'tools'))
+    from build_docs import patched_classes
+    try: tree = ast.parse(code)
+    except SyntaxError: return {}
+    out = {}
+    for n in tree.body:
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+            out.update({f'{c}.{n.name}': n for c in patched_classes(n)} or {n.name: n})
+    return out
+
+def _definition_at(file:str, line:int):
+    "The function or class whose source begins at `line` of lorakit's `file` (decorators first), as an ast; None if none does."
+    lines = (ROOT/file).read_text().splitlines(True)[line-1:]
+    try: return ast.parse(textwrap.dedent(''.join(inspect.getblock(lines)))).body[0]
+    except (SyntaxError, IndexError, IndentationError, tokenize.TokenError): return None
+
+def _doc_problem(u:str, name:str, file, line, cell_defs:dict|None)->str|None:
+    "What is wrong with one documented symbol: not lorakit's, or (after a cell) not the definition that cell holds."
+    if not file: return f'{u}: {name} is documented with no source link into lorakit: another object under its name, or a wrapper'
+    node, where = _definition_at(file, int(line)), f'{file}:{line}'
+    if not isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+        return f'{u}: {name} links to {where}, where no function or class begins'
+    if cell_defs is None: return None  # a method listed under its class, or an API page
+    if name not in cell_defs:
+        return f'{u}: {name} is documented after a cell that defines {", ".join(cell_defs) or "nothing"}'
+    if ast.dump(node) != ast.dump(cell_defs[name]): return f'{u}: {name} shows {where}, not the definition in its cell'
+
+def documented_objects(site:Path=SITE)->list:
+    "Each show_doc block documents lorakit's own object, and after a cell, the one that cell defines (`Class.method` if patched)."
+    problems = []
+    for page in sorted(site.glob('*/index.html')) + sorted(site.glob('api/*/index.html')):
+        u, h = page.parent.relative_to(site).as_posix() + '/', page.read_text()
+        code = ''
+        for body in _CELL.split(h)[1:] or [h]:  # an API page is markdown: one body
+            if m := _CODE_TXT.search(body): code = html.unescape(m[1])
+            for lvl, head, file, line, sig in _DOC.findall(body):
+                name = heading_text(head)
+                if not re.match(rf'(async def|def|class) {re.escape(name)}\(', heading_text(sig)): continue
+                cell_defs = _defined(code) if lvl == '3' and not u.startswith('api/') else None
+                problems.append(_doc_problem(u, name, file, line, cell_defs))
+    return [p for p in problems if p]
+
+def heading_text(inner:str)->str: return html.unescape(re.sub(r'<[^>]+>', '', inner)).strip()
 
 def check(site:Path=SITE, shots:Path=None)->list:
     from playwright.sync_api import sync_playwright
@@ -160,10 +214,12 @@ if __name__ == '__main__':
     ap.add_argument('--site', type=Path, default=SITE)
     a = ap.parse_args()
     if not (a.site/'index.html').exists(): sys.exit(f'check_site: no site at {a.site}: run python tools/build_docs.py first')
+    problems = documented_objects(a.site.resolve())  # from the files: with a browser or without
     if not find_chromium():
-        print('check_site: SKIPPED: no Chromium on this machine (apt-get install chromium, or set CHROMIUM=/path/to/it)')
-        sys.exit(0)
-    problems = check(a.site.resolve())
+        for p in problems: print('check_site:', p)
+        print('check_site: SKIPPED the browser: no Chromium on this machine (apt-get install chromium, or set CHROMIUM=/path/to/it)')
+        sys.exit(1 if problems else 0)
+    problems += check(a.site.resolve())
     for p in problems: print('check_site:', p)
     print(f'check_site: {"FAILED, " + str(len(problems)) + " problems" if problems else "all pages passed"}')
     sys.exit(1 if problems else 0)
