@@ -36,8 +36,12 @@ def _chat(d, where:str)->Chat:
         ms = [dict(role='user', content=d['prompt']),
               dict(role='assistant', content=d['completion'])]
     else:
-        raise ChatError(f"{where}: no 'messages', and no 'prompt' with 'completion' "
-                        f"(keys: {', '.join(map(str, d)) or 'none'})")
+        keys = ', '.join(map(str, d)) or 'none'
+        if 'prompt' in d or 'completion' in d:
+            k = 'completion' if 'prompt' in d else 'prompt'
+            raise ChatError(f"{where}: a conversation of 'prompt' and 'completion' has no {k!r} "
+                            f"(keys: {keys})")
+        raise ChatError(f"{where}: no 'messages', and no 'prompt' with 'completion' (keys: {keys})")
     if not isinstance(ms, list) or not ms:
         raise ChatError(f"{where}: 'messages' must be a non-empty list of turns")
     for i, m in enumerate(ms):
@@ -57,7 +61,8 @@ def stop_or_skip(e:ChatError, # a bad line's or item's problem
                 ):
     "Raise `e`, saying how to go on past it, or list it in `skipped`."
     if on_bad == 'stop':
-        raise ChatError(f"{e} (pass on_bad='skip' to leave such lines out)") from None
+        raise ChatError(f"{e} (pass on_bad='skip', or --on-bad skip to lorakit-train, to leave "
+                        f"such lines out)") from None
     skipped.append(str(e))
 
 def _json_line(raw:bytes, path:Path, n:int):

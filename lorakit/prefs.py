@@ -25,8 +25,8 @@ class Pair:
     where:str = field(default='', compare=False)  # its file and line, for messages
 
 def is_pref_row(d)->bool:
-    "Whether a parsed JSONL line is meant as a preference pair: it has `chosen` and `rejected`."
-    return isinstance(d, dict) and 'chosen' in d and 'rejected' in d
+    "Whether a parsed JSONL line is meant as a preference pair: it has `chosen` or `rejected`."
+    return isinstance(d, dict) and ('chosen' in d or 'rejected' in d)
 
 # %% ../nbs/06c_prefs.ipynb #86a19490
 def _turns(ms:list, key:str, where:str)->list:
@@ -57,8 +57,9 @@ def _pair(d, where:str)->Pair:
     "The pair of one parsed JSONL line, checked."
     if not isinstance(d, dict):
         raise ChatError(f"{where}: expected a JSON object, got {type(d).__name__}")
-    if not is_pref_row(d):
-        raise ChatError(f"{where}: a pair needs 'prompt', 'chosen' and 'rejected' "
+    if missing := [k for k in ('chosen', 'rejected') if k not in d]:
+        raise ChatError(f"{where}: a pair needs 'prompt', 'chosen' and 'rejected', and this line "
+                        f"has no {' and no '.join(map(repr, missing))} "
                         f"(keys: {', '.join(map(str, d)) or 'none'})")
     kinds = {k: _kind(d[k]) for k in ('prompt', 'chosen', 'rejected') if k in d}
     if None in kinds.values():
