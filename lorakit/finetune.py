@@ -53,7 +53,7 @@ def is_chat_job(cfg:TrainConfig)->bool:
     return 'messages' in d or 'completion' in d or ('prompt' in d and cfg.field not in d)
 
 # %% ../nbs/98_finetune.ipynb #d2bc36cc
-def chat_job_data(cfg:TrainConfig, tok)->tuple:
+def chat_job_data(cfg:TrainConfig, tok, log=print)->tuple:
     "A chat job's rows (06b's `chat_data`), its held-out conversations, and those it skipped, why."
     if not cfg.data:
         raise ValueError("--chat trains on conversations: pass --data with .jsonl files of them, "
@@ -68,15 +68,20 @@ def chat_job_data(cfg:TrainConfig, tok)->tuple:
         chats += c
         skipped += s
     data, held, s = chat_data(chats, tok, cfg.seq_len, seed=cfg.seed, all_tokens=cfg.all_tokens,
-                              on_bad=cfg.on_bad, pack=cfg.pack)
+                              on_bad=cfg.on_bad, pack=cfg.pack, log=log)
     return data, held, skipped + s
 
-def _chat_note(cfg:TrainConfig, data:LMData, held:list, skipped:list)->str:
+def _skips(cuts:list, skipped:list)->str:
+    "The end of a job's note: what the rows cut, and the lines skipped."
+    return ''.join(f"; {c}" for c in cuts) + (f"; skipped {len(skipped)}:\n  "
+                                               + '\n  '.join(skipped) if skipped else '')
+
+def _chat_note(cfg:TrainConfig, data:LMData, held:list, skipped:list, cuts:list=())->str:
     rows = 'whole conversations packed' if cfg.pack else 'a conversation each'
     on = 'every token' if cfg.all_tokens else 'the assistant tokens'
     note = (f"chat: {len(data.xt)} training rows ({rows}), {len(held)} conversations held out; "
             f"the loss on {on}")
-    return note + (f"; skipped {len(skipped)}:\n  " + '\n  '.join(skipped) if skipped else '')
+    return note + _skips(cuts, skipped)
 
 # %% ../nbs/98_finetune.ipynb #49672ac6
 def _pref_checks(cfg:TrainConfig):
@@ -95,22 +100,22 @@ def _pref_checks(cfg:TrainConfig):
         raise ValueError("--precompute-ref on doesn't work with --fsdp yet: use --precompute-ref "
                          "off (the reference is the adapters-off forward at each micro-batch)")
 
-def pref_job_data(cfg:TrainConfig, tok)->tuple:
+def pref_job_data(cfg:TrainConfig, tok, log=print)->tuple:
     "A preference job's rows (06c's `pref_data`), its held-out pairs, and those it skipped, why."
     pairs, skipped = [], []
     for f in _jsonl_files(cfg.data):
         p, s = read_prefs(f, cfg.on_bad)
         pairs += p
         skipped += s
-    data, held, s = pref_data(pairs, tok, cfg.seq_len, seed=cfg.seed, on_bad=cfg.on_bad)
+    data, held, s = pref_data(pairs, tok, cfg.seq_len, seed=cfg.seed, on_bad=cfg.on_bad, log=log)
     return data, held, skipped + s
 
-def _pref_note(cfg:TrainConfig, data:LMData, held:list, skipped:list)->str:
+def _pref_note(cfg:TrainConfig, data:LMData, held:list, skipped:list, cuts:list=())->str:
     kind = 'dpo' if cfg.loss == 'auto' else cfg.loss
     gamma = f", gamma {cfg.simpo_gamma}" if kind == 'simpo' else ''
     note = (f"preference pairs: {len(data.xt)} to train on, {len(held)} held out; "
             f"the loss {kind}, beta {cfg.beta}{gamma}")
-    return note + (f"; skipped {len(skipped)}:\n  " + '\n  '.join(skipped) if skipped else '')
+    return note + _skips(cuts, skipped)
 
 # %% ../nbs/98_finetune.ipynb #a1b2c3d4
 def job_rows(cfg:TrainConfig, tok, ctx:int, log=print)->tuple[LMData, list]:
@@ -123,13 +128,14 @@ def job_rows(cfg:TrainConfig, tok, ctx:int, log=print)->tuple[LMData, list]:
         raise ValueError(f"--loss {cfg.loss} trains on preference pairs: pass --data with .jsonl "
                          f"lines of 'prompt', 'chosen' and 'rejected', or use --loss auto, "
                          f"chunked or plain")
+    cuts = []  # what the rows cut or left out, said in the job's note
     if pref:
         _pref_checks(cfg)
-        data, docs, skipped = pref_job_data(cfg, tok)
-        log(_pref_note(cfg, data, docs, skipped))
+        data, docs, skipped = pref_job_data(cfg, tok, cuts.append)
+        log(_pref_note(cfg, data, docs, skipped, cuts))
     elif is_chat_job(cfg):
-        data, docs, skipped = chat_job_data(cfg, tok)
-        log(_chat_note(cfg, data, docs, skipped))
+        data, docs, skipped = chat_job_data(cfg, tok, cuts.append)
+        log(_chat_note(cfg, data, docs, skipped, cuts))
     else:
         docs = job_docs(cfg)
         data = lm_data(docs, tok, cfg.seq_len, seed=cfg.seed, max_len=ctx)
