@@ -4,7 +4,7 @@
 
 # %% ../nbs/14_dpo.ipynb #a5a726d2
 from __future__ import annotations
-import contextlib, hashlib, json
+import contextlib, errno, hashlib, json, os, re
 from dataclasses import dataclass
 from pathlib import Path
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -231,13 +231,20 @@ def ref_key(model:nn.Module, # the model with LoRA whose base gives the referenc
     return h.hexdigest()
 
 # %% ../nbs/14_dpo.ipynb #afda15ac
+def _save_file(tensors:dict, path:Path, meta:dict):
+    "safetensors' `save_file`, whose failures to write (a full disk) raise an `OSError`."
+    try: save_file(tensors, str(path), meta)
+    except SafetensorError as e:  # its Rust writer's io::Error, as text: "... (os error 28) ..."
+        code = int(m.group(1)) if (m := re.search(r'os error (\d+)', str(e))) else errno.EIO
+        raise OSError(code, os.strerror(code), str(path)) from None
+
 @patch
 def save(self:RefLogps, path:str|Path)->Path:
     "Write the table to `path` (safetensors, through a temporary file); return `path`."
     keys = torch.tensor([list(bytes.fromhex(k)) for k in self.keys], dtype=torch.uint8)
     meta = {'format': 'pt', 'ref_key': self.key, 'what': 'lorakit reference log-probs'}
     with atomic_path(path) as t:
-        save_file({'keys': keys.view(-1, 12), 'logps': self.logps.contiguous()}, str(t), meta)
+        _save_file({'keys': keys.view(-1, 12), 'logps': self.logps.contiguous()}, t, meta)
     return Path(path)
 
 def _damaged(path, why:str)->ValueError:

@@ -249,7 +249,8 @@ def _keep(ref:RefLogps, path:Path)->str:
         ref.save(path)
         return ''
     except OSError as e:
-        path.unlink(missing_ok=True)  # a damaged entry it was replacing
+        try: path.unlink(missing_ok=True)  # a damaged entry it was replacing
+        except OSError: pass
         return e.strerror or str(e)
 
 def _cached(path:Path, key:str, log)->RefLogps|None:
