@@ -49,6 +49,7 @@ def is_chat_job(cfg:TrainConfig)->bool:
     "Whether `cfg` trains on conversations: `cfg.chat`, else its first .jsonl line's keys say."
     if cfg.chat is not None: return cfg.chat
     d = _first_row(cfg) or {}
+    if is_pref_row(d): return False
     # a 'prompt' that isn't the text's field is half a conversation: 06b names what it lacks
     return 'messages' in d or 'completion' in d or ('prompt' in d and cfg.field not in d)
 
