@@ -4,12 +4,12 @@
 
 # %% ../nbs/14_dpo.ipynb #a5a726d2
 from __future__ import annotations
-import contextlib, hashlib, json
+import contextlib, errno, hashlib, json, os, re
 from dataclasses import dataclass
 from pathlib import Path
 import torch, torch.nn as nn, torch.nn.functional as F
 from fastcore.basics import patch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from .core import *
 from .lora import LoRALinear
@@ -231,24 +231,48 @@ def ref_key(model:nn.Module, # the model with LoRA whose base gives the referenc
     return h.hexdigest()
 
 # %% ../nbs/14_dpo.ipynb #afda15ac
+def _save_file(tensors:dict, path:Path, meta:dict):
+    "safetensors' `save_file`, whose failures to write (a full disk) raise an `OSError`."
+    try: save_file(tensors, str(path), meta)
+    except SafetensorError as e:  # its Rust writer's io::Error, as text: "... (os error 28) ..."
+        code = int(m.group(1)) if (m := re.search(r'os error (\d+)', str(e))) else errno.EIO
+        raise OSError(code, os.strerror(code), str(path)) from None
+
 @patch
 def save(self:RefLogps, path:str|Path)->Path:
     "Write the table to `path` (safetensors, through a temporary file); return `path`."
     keys = torch.tensor([list(bytes.fromhex(k)) for k in self.keys], dtype=torch.uint8)
     meta = {'format': 'pt', 'ref_key': self.key, 'what': 'lorakit reference log-probs'}
     with atomic_path(path) as t:
-        save_file({'keys': keys.view(-1, 12), 'logps': self.logps.contiguous()}, str(t), meta)
+        _save_file({'keys': keys.view(-1, 12), 'logps': self.logps.contiguous()}, t, meta)
     return Path(path)
+
+def _damaged(path, why:str)->ValueError:
+    return ValueError(f"{path} is not a whole reference log-probs file ({why}): delete it, and "
+                      f"it is computed again")
+
+def _read_table(path:str|Path)->tuple:
+    "The metadata, keys and log-probs in a table's file, checked; safetensors unpickles nothing."
+    try:
+        with safe_open(str(path), 'pt') as f:
+            meta, names = f.metadata() or {}, sorted(f.keys())
+            if names != ['keys', 'logps']:
+                raise _damaged(path, f"it holds {names}, not 'keys' and 'logps'")
+            keys, lp = f.get_tensor('keys'), f.get_tensor('logps')
+    except SafetensorError as e: raise _damaged(path, f"safetensors: {e}") from None
+    if not (keys.dtype == torch.uint8 and keys.ndim == 2 and keys.shape[1] == 12
+            and lp.dtype == torch.float64 and lp.shape == (len(keys), 2)):
+        raise _damaged(path, f"keys {keys.dtype} {tuple(keys.shape)} and logps {lp.dtype} "
+                             f"{tuple(lp.shape)}, not (pairs, 12) uint8 and (pairs, 2) float64")
+    return meta, keys, lp
 
 @patch(cls_method=True)
 def load(cls:RefLogps, path:str|Path, key:str)->RefLogps:
-    "The table at `path`, if it was made from what `key` (`ref_key`) names; else a ValueError."
+    "The table at `path`, if whole and made from what `key` (`ref_key`) names; else a ValueError."
     if not Path(path).is_file():
         raise FileNotFoundError(f"no reference log-probs at {path}: run precompute_ref first")
-    with safe_open(str(path), 'pt') as f:
-        got = (f.metadata() or {}).get('ref_key')
-        if got != key:
-            raise ValueError(f"{path} holds reference log-probs of another model, adapter "
-                             f"layout or data (key {got}, not {key}): delete it to recompute")
-        keys, lp = f.get_tensor('keys'), f.get_tensor('logps')
+    meta, keys, lp = _read_table(path)
+    if (got := meta.get('ref_key')) != key:
+        raise ValueError(f"{path} holds reference log-probs of another model, adapter "
+                         f"layout or data (key {got}, not {key}): delete it to recompute")
     return cls([bytes(k.tolist()).hex() for k in keys], lp, key)

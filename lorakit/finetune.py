@@ -49,10 +49,12 @@ def is_chat_job(cfg:TrainConfig)->bool:
     "Whether `cfg` trains on conversations: `cfg.chat`, else its first .jsonl line's keys say."
     if cfg.chat is not None: return cfg.chat
     d = _first_row(cfg) or {}
-    return 'messages' in d or {'prompt', 'completion'} <= d.keys()
+    if is_pref_row(d): return False
+    # a 'prompt' that isn't the text's field is half a conversation: 06b names what it lacks
+    return 'messages' in d or 'completion' in d or ('prompt' in d and cfg.field not in d)
 
 # %% ../nbs/98_finetune.ipynb #d2bc36cc
-def chat_job_data(cfg:TrainConfig, tok)->tuple:
+def chat_job_data(cfg:TrainConfig, tok, log=print)->tuple:
     "A chat job's rows (06b's `chat_data`), its held-out conversations, and those it skipped, why."
     if not cfg.data:
         raise ValueError("--chat trains on conversations: pass --data with .jsonl files of them, "
@@ -67,15 +69,20 @@ def chat_job_data(cfg:TrainConfig, tok)->tuple:
         chats += c
         skipped += s
     data, held, s = chat_data(chats, tok, cfg.seq_len, seed=cfg.seed, all_tokens=cfg.all_tokens,
-                              on_bad=cfg.on_bad, pack=cfg.pack)
+                              on_bad=cfg.on_bad, pack=cfg.pack, log=log)
     return data, held, skipped + s
 
-def _chat_note(cfg:TrainConfig, data:LMData, held:list, skipped:list)->str:
+def _skips(cuts:list, skipped:list)->str:
+    "The end of a job's note: what the rows cut, and the lines skipped."
+    return ''.join(f"; {c}" for c in cuts) + (f"; skipped {len(skipped)}:\n  "
+                                               + '\n  '.join(skipped) if skipped else '')
+
+def _chat_note(cfg:TrainConfig, data:LMData, held:list, skipped:list, cuts:list=())->str:
     rows = 'whole conversations packed' if cfg.pack else 'a conversation each'
     on = 'every token' if cfg.all_tokens else 'the assistant tokens'
     note = (f"chat: {len(data.xt)} training rows ({rows}), {len(held)} conversations held out; "
             f"the loss on {on}")
-    return note + (f"; skipped {len(skipped)}:\n  " + '\n  '.join(skipped) if skipped else '')
+    return note + _skips(cuts, skipped)
 
 # %% ../nbs/98_finetune.ipynb #49672ac6
 def _pref_checks(cfg:TrainConfig):
@@ -94,21 +101,22 @@ def _pref_checks(cfg:TrainConfig):
         raise ValueError("--precompute-ref on doesn't work with --fsdp yet: use --precompute-ref "
                          "off (the reference is the adapters-off forward at each micro-batch)")
 
-def pref_job_data(cfg:TrainConfig, tok)->tuple:
+def pref_job_data(cfg:TrainConfig, tok, log=print)->tuple:
     "A preference job's rows (06c's `pref_data`), its held-out pairs, and those it skipped, why."
     pairs, skipped = [], []
     for f in _jsonl_files(cfg.data):
         p, s = read_prefs(f, cfg.on_bad)
         pairs += p
         skipped += s
-    data, held, s = pref_data(pairs, tok, cfg.seq_len, seed=cfg.seed, on_bad=cfg.on_bad)
+    data, held, s = pref_data(pairs, tok, cfg.seq_len, seed=cfg.seed, on_bad=cfg.on_bad, log=log)
     return data, held, skipped + s
 
-def _pref_note(cfg:TrainConfig, data:LMData, held:list, skipped:list)->str:
+def _pref_note(cfg:TrainConfig, data:LMData, held:list, skipped:list, cuts:list=())->str:
     kind = 'dpo' if cfg.loss == 'auto' else cfg.loss
+    gamma = f", gamma {cfg.simpo_gamma}" if kind == 'simpo' else ''
     note = (f"preference pairs: {len(data.xt)} to train on, {len(held)} held out; "
-            f"the loss {kind}, beta {cfg.beta}")
-    return note + (f"; skipped {len(skipped)}:\n  " + '\n  '.join(skipped) if skipped else '')
+            f"the loss {kind}, beta {cfg.beta}{gamma}")
+    return note + _skips(cuts, skipped)
 
 # %% ../nbs/98_finetune.ipynb #a1b2c3d4
 def job_rows(cfg:TrainConfig, tok, ctx:int, log=print)->tuple[LMData, list]:
@@ -121,13 +129,14 @@ def job_rows(cfg:TrainConfig, tok, ctx:int, log=print)->tuple[LMData, list]:
         raise ValueError(f"--loss {cfg.loss} trains on preference pairs: pass --data with .jsonl "
                          f"lines of 'prompt', 'chosen' and 'rejected', or use --loss auto, "
                          f"chunked or plain")
+    cuts = []  # what the rows cut or left out, said in the job's note
     if pref:
         _pref_checks(cfg)
-        data, docs, skipped = pref_job_data(cfg, tok)
-        log(_pref_note(cfg, data, docs, skipped))
+        data, docs, skipped = pref_job_data(cfg, tok, cuts.append)
+        log(_pref_note(cfg, data, docs, skipped, cuts))
     elif is_chat_job(cfg):
-        data, docs, skipped = chat_job_data(cfg, tok)
-        log(_chat_note(cfg, data, docs, skipped))
+        data, docs, skipped = chat_job_data(cfg, tok, cuts.append)
+        log(_chat_note(cfg, data, docs, skipped, cuts))
     else:
         docs = job_docs(cfg)
         data = lm_data(docs, tok, cfg.seq_len, seed=cfg.seed, max_len=ctx)
@@ -217,7 +226,8 @@ def loss(self:Job, model:nn.Module|None=None):
     "The objective the loop calls, as the job's processes reduce it: `pick_loss`'s, or DPO's."
     m, c = model or self.model, self.cfg
     if not self.is_pref: return self.group.loss(pick_loss(m, c.loss))
-    return self.group.loss(DPOLoss(c.beta, self.kind, lm=pick_loss(m, 'auto'), ref=self.ref))
+    dpo = DPOLoss(c.beta, self.kind, lm=pick_loss(m, 'auto'), ref=self.ref, gamma=c.simpo_gamma)
+    return self.group.loss(dpo)
 
 # %% ../nbs/98_finetune.ipynb #80b63a63
 REF_FILE = 'ref_logps.safetensors'  # in the run directory (07a's `RUN_FILES`)
@@ -233,20 +243,43 @@ def ref_precomputed(cfg:TrainConfig, # a preference job's settings
 
 def _ref_cache(key:str)->Path: return cache_dir('ref')/f'{key}.safetensors'
 
-def _keep(ref:RefLogps, path:Path)->bool:
-    "Save `ref` at `path`; False (and nothing there) if it can't be written."
-    try: path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError: return False
-    try: ref.save(path)
-    except OSError: return False
-    return True
+def _keep(ref:RefLogps, path:Path)->str:
+    "Save `ref` at `path`: '' if it was, else why not, and then nothing is left there."
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        ref.save(path)
+        return ''
+    except OSError as e:
+        try: path.unlink(missing_ok=True)  # a damaged entry it was replacing
+        except OSError: pass
+        return e.strerror or str(e)
+
+def _cached(path:Path, key:str, log)->RefLogps|None:
+    "The cache's table at `path`; None, said in a line, if it is damaged (it is computed again)."
+    try: return RefLogps.load(path, key)
+    except ValueError as e:
+        log(f"reference log-probs: the cache's copy is unreadable, so they are computed again "
+            f"({e})")
+        return None
 
 class _KeepRef(Callback):
     "Keep the reference log-probs in the run directory, once it is ready (`train` prepares it)."
     def __init__(self, ref:RefLogps, path:Path, group):
         self.ref, self.path, self.group = ref, path, group
     def begin_fit(self, s):
-        if not self.path.is_file(): self.group.on_main(lambda: self.ref.save(self.path))
+        if self.path.is_file(): return
+        try: self.group.on_main(lambda: self.ref.save(self.path))
+        except OSError as e: raise OSError(e.errno, _unkept(self.path, e, s.step)) from None
+
+def _unkept(path:Path, e:OSError, step:int)->str:
+    "Why the run ends when its copy of the table can't be written, and how to go on."
+    msg, out = f"could not write {path} ({e.strerror})", path.parent
+    if step:
+        return (f"{msg}; the checkpoint of step {step} in {out} is intact: fix that, then continue "
+                f"with --resume")
+    for n in ('config.json', 'metrics.jsonl'): (out/n).unlink(missing_ok=True)  # this run's step 0
+    return (f"{msg}; nothing was trained, and {out} holds no run yet: fix that, then run the same "
+            f"command again (no --overwrite needed)")
 
 @patch
 def reference(self:Job, resume:bool=False)->RefLogps|None:
@@ -254,13 +287,15 @@ def reference(self:Job, resume:bool=False)->RefLogps|None:
     c, m = self.cfg, self.model
     if self.kind != 'dpo' or not ref_precomputed(c, len(self.data.xt)): return None
     key, run = ref_key(m, self.data), Path(c.out)/REF_FILE if c.out else None
+    cached = _ref_cache(key)
     if resume and run and run.is_file(): ref, said = RefLogps.load(run, key), f'read from {run}'
-    elif (cached := _ref_cache(key)).is_file():
-        ref, said = RefLogps.load(cached, key), f'read from the cache, {cached}'
+    elif cached.is_file() and (ref := _cached(cached, key, self.log)):
+        said = f'read from the cache, {cached}'
     else:
         ref = precompute_ref(m, self.data, c.bs, pick_loss(m, 'auto'), key)
-        kept = self.group.on_main(lambda: _keep(ref, cached))
-        said = 'computed' + (f', kept in the cache, {cached}' if kept else '')
+        why = self.group.on_main(lambda: _keep(ref, cached))
+        said = 'computed' + ('' if why is None else f', kept in the cache, {cached}' if not why
+                             else f'; not kept in the cache ({why}), so a next run computes them')
     self.log(f"reference log-probs of {len(ref)} pairs: {said}")
     return ref
 

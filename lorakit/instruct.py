@@ -12,8 +12,8 @@ from .core import *
 from .data import ChatTemplateError, LMData, split_docs
 
 # %% auto #0
-__all__ = ['ROLES', 'ChatError', 'Chat', 'stop_or_skip', 'read_jsonl', 'read_chats', 'encode_chat', 'best_fit', 'chat_data',
-           'pydoc_chats']
+__all__ = ['ROLES', 'ChatError', 'Chat', 'stop_or_skip', 'read_jsonl', 'read_chats', 'encode_chat', 'best_fit', 'cut_note',
+           'chat_data', 'pydoc_chats']
 
 # %% ../nbs/06b_instruct.ipynb #e7e1ce1f
 ROLES = ('system', 'user', 'assistant')
@@ -36,8 +36,12 @@ def _chat(d, where:str)->Chat:
         ms = [dict(role='user', content=d['prompt']),
               dict(role='assistant', content=d['completion'])]
     else:
-        raise ChatError(f"{where}: no 'messages', and no 'prompt' with 'completion' "
-                        f"(keys: {', '.join(map(str, d)) or 'none'})")
+        keys = ', '.join(map(str, d)) or 'none'
+        if 'prompt' in d or 'completion' in d:
+            k = 'completion' if 'prompt' in d else 'prompt'
+            raise ChatError(f"{where}: a conversation of 'prompt' and 'completion' has no {k!r} "
+                            f"(keys: {keys})")
+        raise ChatError(f"{where}: no 'messages', and no 'prompt' with 'completion' (keys: {keys})")
     if not isinstance(ms, list) or not ms:
         raise ChatError(f"{where}: 'messages' must be a non-empty list of turns")
     for i, m in enumerate(ms):
@@ -57,7 +61,8 @@ def stop_or_skip(e:ChatError, # a bad line's or item's problem
                 ):
     "Raise `e`, saying how to go on past it, or list it in `skipped`."
     if on_bad == 'stop':
-        raise ChatError(f"{e} (pass on_bad='skip' to leave such lines out)") from None
+        raise ChatError(f"{e} (pass on_bad='skip', or --on-bad skip to lorakit-train, to leave "
+                        f"such lines out)") from None
     skipped.append(str(e))
 
 def _json_line(raw:bytes, path:Path, n:int):
@@ -164,27 +169,47 @@ def _lay_out(rs:list, seq_len:int, pad_id:int, pack:bool)->tuple:
     return x, y, d
 
 # %% ../nbs/06b_instruct.ipynb #13b6b71c
+def cut_note(what:str, # the items: 'pairs', 'conversations'
+             n:int, # how many there were
+             cut:int, # how many the row cut at its end
+             dropped:list, # where those it left out came from: nothing to learn was left in them
+             seq_len:int, trl:str, # the TRL trainer that does the same: 'SFTTrainer'
+            )->str:
+    "One line: what a row of `seq_len` did to the items longer than it, as TRL's `trl` does."
+    parts = [f"{cut} cut at the end"] if cut else []
+    if dropped:
+        named = ', '.join(dropped[:3]) + (', …' if len(dropped) > 3 else '')
+        parts.append(f"{len(dropped)} left out, as nothing to learn is left in the row ({named})")
+    return (f"{cut + len(dropped)} of {n} {what} are longer than a row of seq_len {seq_len} "
+            f"({seq_len + 1} ids): {'; '.join(parts)}, as TRL's {trl} does (max_length="
+            f"{seq_len + 1}, truncation_mode='keep_start'); raise seq_len (--seq-len) to keep them")
+
 def chat_data(chats:list[Chat], # from `read_chats`
               tok, # the chat model's tokenizer
               seq_len:int, # tokens per row, at most the model's context
               valid_pct:float=0.1, # share of the conversations held out
               seed:int=0, # seed of the split
               all_tokens:bool=False, # label every token, not only the assistant's
-              on_bad:str='stop', # 'stop' at a conversation that doesn't fit, or 'skip' it
+              on_bad:str='stop', # 'stop' at a conversation that can't be trained on, or 'skip' it
               pack:bool=False, # whole conversations packed in a row, kept apart by doc_ids
+              log=print, # where the conversations cut or left out by the row are counted
              )->tuple[LMData, list[Chat], list[str]]:
     "Train and valid rows of the conversations, padded; those held out; the skipped ones' problems."
-    rows, skipped = [], []
+    rows, skipped, cut, dropped = [], [], 0, []
     for c in chats:
-        try:
-            ids, labels = encode_chat(tok, c, all_tokens)
-            if len(ids) - 1 > seq_len:
-                raise ChatError(f"{c.where}: {len(ids)} tokens, more than a row of seq_len "
-                                f"{seq_len} holds ({seq_len + 1}, since labels are the inputs "
-                                f"shifted by one): raise seq_len, up to the model's context, or "
-                                f"shorten it")
-            rows.append((c, ids, labels))
-        except ChatError as e: stop_or_skip(e, on_bad, skipped)
+        try: ids, labels = encode_chat(tok, c, all_tokens)
+        except ChatError as e:
+            stop_or_skip(e, on_bad, skipped)
+            continue
+        if len(ids) > seq_len + 1:  # TRL's keep_start: the first max_length ids and labels
+            ids, labels = ids[:seq_len + 1], labels[:seq_len + 1]
+            if all(l == -100 for l in labels):
+                dropped.append(c.where)  # as TRL drops an example left without a label
+                continue
+            cut += 1
+        rows.append((c, ids, labels))
+    if (cut or dropped) and log:
+        log(cut_note('conversations', len(chats), cut, dropped, seq_len, 'SFTTrainer'))
     if not rows: raise ChatError("no conversation fits: see the lines above")
     train, valid = split_docs(rows, valid_pct, seed)
     (xt, yt, dt), (xv, yv, dv) = (_lay_out(rs, seq_len, tok.eos_id, pack) for rs in (train, valid))

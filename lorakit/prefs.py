@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from .core import *
 from .data import ChatTemplateError, LMData, split_docs
-from .instruct import ROLES, ChatError, pydoc_chats, read_jsonl, stop_or_skip
+from .instruct import ROLES, ChatError, cut_note, pydoc_chats, read_jsonl, stop_or_skip
 
 # %% auto #0
 __all__ = ['Pair', 'is_pref_row', 'read_prefs', 'encode_pair', 'pref_data', 'pydoc_prefs', 'write_prefs']
@@ -25,8 +25,8 @@ class Pair:
     where:str = field(default='', compare=False)  # its file and line, for messages
 
 def is_pref_row(d)->bool:
-    "Whether a parsed JSONL line is meant as a preference pair: it has `chosen` and `rejected`."
-    return isinstance(d, dict) and 'chosen' in d and 'rejected' in d
+    "Whether a parsed JSONL line is meant as a preference pair: it has `chosen` or `rejected`."
+    return isinstance(d, dict) and ('chosen' in d or 'rejected' in d)
 
 # %% ../nbs/06c_prefs.ipynb #86a19490
 def _turns(ms:list, key:str, where:str)->list:
@@ -57,8 +57,9 @@ def _pair(d, where:str)->Pair:
     "The pair of one parsed JSONL line, checked."
     if not isinstance(d, dict):
         raise ChatError(f"{where}: expected a JSON object, got {type(d).__name__}")
-    if not is_pref_row(d):
-        raise ChatError(f"{where}: a pair needs 'prompt', 'chosen' and 'rejected' "
+    if missing := [k for k in ('chosen', 'rejected') if k not in d]:
+        raise ChatError(f"{where}: a pair needs 'prompt', 'chosen' and 'rejected', and this line "
+                        f"has no {' and no '.join(map(repr, missing))} "
                         f"(keys: {', '.join(map(str, d)) or 'none'})")
     kinds = {k: _kind(d[k]) for k in ('prompt', 'chosen', 'rejected') if k in d}
     if None in kinds.values():
@@ -164,10 +165,6 @@ def _pair_rows(rs:list, seq_len:int, pad_id:int)->tuple:
 def _fit(ids:tuple, seq_len:int, where:str)->tuple:
     "The ids of a pair, if each of its sequences keeps a completion token in a row."
     P, C, R = ids
-    if len(P) >= seq_len + 1:
-        raise ChatError(f"{where}: its prompt is {len(P)} tokens, which fills a row of seq_len "
-                        f"{seq_len} ({seq_len + 1} ids, as labels are the inputs shifted by one) "
-                        f"and leaves no completion token: raise seq_len, or shorten the prompt")
     for k, X in (('chosen', C), ('rejected', R)):
         if min(len(P) + len(X), seq_len + 1) - max(len(P), 1) < 1:
             raise ChatError(f"{where}: {k} leaves no completion token to learn from")
@@ -178,18 +175,27 @@ def pref_data(pairs:list[Pair], # from `read_prefs` or `pydoc_prefs`
               seq_len:int, # tokens of each sequence: a row is 2*seq_len
               valid_pct:float=0.1, # share of the pairs held out
               seed:int=0, # seed of the split
-              on_bad:str='stop', # 'stop' at a pair that doesn't fit, or 'skip' it
+              on_bad:str='stop', # 'stop' at a pair that can't be trained on, or 'skip' it
+              log=print, # where the pairs cut or left out by the row are counted
              )->tuple[LMData, list[Pair], list[str]]:
     "Train and valid rows of the pairs, chosen then rejected; those held out; what was skipped."
     check_arg('on_bad', on_bad, on_bad in ('stop', 'skip'), "'stop' or 'skip'")
     check_arg('seq_len', seq_len, isinstance(seq_len, int) and seq_len >= 2, 'an int >= 2')
-    rows, skipped = [], []
+    rows, skipped, dropped = [], [], []
     for i, p in enumerate(pairs):
-        try: rows.append((p, *_fit(encode_pair(p, tok), seq_len, p.where or f"pair {i}")))
+        where = p.where or f"pair {i}"
+        try:
+            ids = encode_pair(p, tok)
+            if len(ids[0]) >= seq_len + 1: dropped.append(where)  # as TRL's `_prepare_dataset`
+            else: rows.append((p, *_fit(ids, seq_len, where)))
         except ChatError as e: stop_or_skip(e, on_bad, skipped)
+    cut = sum(len(P) + max(len(C), len(R)) > seq_len + 1 for _, P, C, R in rows)
+    if (cut or dropped) and log:
+        log(cut_note('pairs', len(pairs), cut, dropped, seq_len, 'DPOTrainer'))
     if len(rows) < 2:
         raise ChatError(f"{len(rows)} pair(s) to use, but holding pairs out needs at least 2: "
-                        f"give more pairs" + (" (see the ones skipped)" if skipped else ''))
+                        f"give more pairs" + (" (see the ones skipped)" if skipped else '')
+                        + (", or raise seq_len" if dropped else ''))
     train, valid = split_docs(rows, valid_pct, seed)
     (xt, yt), (xv, yv) = (_pair_rows(rs, seq_len, tok.eos_id) for rs in (train, valid))
     return LMData(xt, yt, xv, yv), [p for p, *_ in valid], skipped

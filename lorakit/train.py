@@ -92,6 +92,9 @@ class OptimizerSettings:
     # with preference pairs (14_dpo): how far the policy may move from the reference; the
     # DPO loss is -logsigmoid(beta x the margin of log-prob ratios)
     beta:float=0.1
+    # with --loss simpo: SimPO's target margin gamma, the reward margin (in beta x the mean
+    # log-prob) the chosen answer must clear; refused with another loss, where it means nothing
+    simpo_gamma:float=0.5
 
 # %% ../nbs/07_train.ipynb #2a86a341
 @dataclass
@@ -150,9 +153,21 @@ def settings_docs()->dict:
     return {k: d[k] for g in SETTINGS for d in [docments(g)] for k in g.__dataclass_fields__}
 
 # %% ../nbs/07_train.ipynb #a5faabd9
+_SIMPO_GAMMA = OptimizerSettings.simpo_gamma  # its default: TRL's `CPOConfig.simpo_gamma`
 def _is_int(v, lo:int=1)->bool: return type(v) is int and v >= lo
 def _is_num(v)->bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+def _check_pref_loss(c:TrainConfig):
+    "Raise for a preference setting the loss can't honour: SimPO has no reference, DPO no gamma."
+    g = c.simpo_gamma
+    check_arg('--simpo-gamma', g, _is_num(g) and g >= 0, 'a number >= 0')
+    if g != _SIMPO_GAMMA and c.loss != 'simpo':
+        raise ValueError(f"--simpo-gamma {g} is SimPO's target margin, but the loss is {c.loss}: "
+                         f"add --loss simpo, or leave --simpo-gamma out")
+    if c.loss == 'simpo' and c.precompute_ref == 'on':
+        raise ValueError("--precompute-ref on precomputes a reference, but SimPO has none: "
+                         "leave --precompute-ref at auto (or off) with --loss simpo")
 
 def _check_config(c:TrainConfig):
     "Raise a ValueError naming the flag, for the first setting of `c` that can't work."
@@ -178,6 +193,7 @@ def _check_config(c:TrainConfig):
     check_arg('--beta', c.beta, _is_num(c.beta) and c.beta > 0, 'a number > 0')
     check_arg('--precompute-ref', c.precompute_ref, c.precompute_ref in REF_MODES,
               "'on', 'off' or 'auto'")
+    _check_pref_loss(c)
     check_arg('--on-bad', c.on_bad, c.on_bad in ('stop', 'skip'), "'stop' or 'skip'")
     check_arg('--dist-timeout', c.dist_timeout, _is_num(c.dist_timeout) and c.dist_timeout > 0,
               'a number of seconds > 0')
