@@ -4,7 +4,7 @@
 
 # %% ../nbs/98_finetune.ipynb #fcdd7132
 from __future__ import annotations
-import copy, functools, hashlib, json, math, signal, threading, time
+import copy, functools, hashlib, json, math, os, signal, threading, time
 from dataclasses import asdict, replace
 from functools import cached_property
 from pathlib import Path
@@ -243,6 +243,10 @@ def ref_precomputed(cfg:TrainConfig, # a preference job's settings
 
 def _ref_cache(key:str)->Path: return cache_dir('ref')/f'{key}.safetensors'
 
+def _reason(e:OSError)->str:
+    "The system's words for `e` (00's full-disk line is longer than a note needs)."
+    return os.strerror(e.errno) if e.errno else (e.strerror or str(e))
+
 def _keep(ref:RefLogps, path:Path)->str:
     "Save `ref` at `path`: '' if it was, else why not, and then nothing is left there."
     try:
@@ -252,7 +256,7 @@ def _keep(ref:RefLogps, path:Path)->str:
     except OSError as e:
         try: path.unlink(missing_ok=True)  # a damaged entry it was replacing
         except OSError: pass
-        return e.strerror or str(e)
+        return _reason(e)
 
 def _cached(path:Path, key:str, log)->RefLogps|None:
     "The cache's table at `path`; None, said in a line, if it is damaged (it is computed again)."
@@ -273,7 +277,7 @@ class _KeepRef(Callback):
 
 def _unkept(path:Path, e:OSError, step:int)->str:
     "Why the run ends when its copy of the table can't be written, and how to go on."
-    msg, out = f"could not write {path} ({e.strerror})", path.parent
+    msg, out = f"could not write {path} ({_reason(e)})", path.parent
     if step:
         return (f"{msg}; the checkpoint of step {step} in {out} is intact: fix that, then continue "
                 f"with --resume")
@@ -474,9 +478,6 @@ def measure_before(self:Job)->tuple[dict, str]:
 
 
 # %% ../nbs/98_finetune.ipynb #33df8d01
-def _metrics(out:Path)->list[dict]:
-    return [json.loads(l) for l in (out/'metrics.jsonl').read_text().splitlines()]
-
 @patch
 def finish(self:Job, hist:list, sample0:str)->dict:
     "The losses after training; the run's curves, samples and adapter, written by the main process."
@@ -487,7 +488,8 @@ def finish(self:Job, hist:list, sample0:str)->dict:
     if not cfg.out: return after
     o, base = Path(cfg.out), str(self.path.resolve())
     if group.main:
-        plot_history(_metrics(o), o/'curves.png')  # what the run logged: step 0, resumes included
+        # what the run logged: step 0, resumes included
+        plot_history(read_metrics(o/'metrics.jsonl'), o/'curves.png')
         if cfg.samples != 0: _write_samples(o/'samples.txt', sample0, sample1)
     w = group.lora_weights(model)  # every process takes part in gathering them
     group.on_main(lambda: save_adapter(model, o/'adapter', base, overwrite=True, weights=w))
