@@ -5,6 +5,7 @@
 # %% ../nbs/05a_gguf.ipynb #097c7e9c
 from __future__ import annotations
 import functools, json, math, numbers, os, re, shutil, signal, subprocess, sys, tempfile
+import multiprocessing.util as mp_util
 import numpy as np
 from pathlib import Path
 import torch
@@ -633,6 +634,9 @@ class LlamaCpp:
             if p is not None and not Path(p).is_file(): raise FileNotFoundError(f"no file {p}")
         self.path, self.lora, self.n_ctx = Path(path), lora and Path(lora), n_ctx
         self._dir = tempfile.TemporaryDirectory(prefix='lorakit-llama-cpp-')
+        # removed at exit also where finalizers don't run (a worker of nbdev-test, a failed cell)
+        mp_util.Finalize(self, shutil.rmtree, (self._dir.name,), dict(ignore_errors=True),
+                         exitpriority=0)
         self._log = open(Path(self._dir.name)/'stderr.txt', 'w+')
         paths = [str(llama_cpp_python()), *filter(None, [os.environ.get('PYTHONPATH')])]
         check_arg('kv', kv, kv in ('f16', 'f32'), "'f16' or 'f32'")
