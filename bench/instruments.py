@@ -6,7 +6,7 @@
 
 Every case is the same `train` loop on the same model and data, with one instrument (or
 `torch.autograd.detect_anomaly`, the reference for the NaN tracer) attached. The cases run in
-turn, `--rounds` times, `--steps` steps each; a step's time is the gap between two `on_step`
+turn, `--rounds` times, `--steps` steps each; a step's time is the gap between two `end_step`
 calls, the first and last step of each run left out (warm-up, and the final validation). The table
 gives the median step time and its ratio to the bare step's. Read the ratios, not the
 milliseconds: this machine is shared and noisy.
@@ -30,8 +30,11 @@ def cases(model):
 def step_times(model, data, cfg, cbs, ctx):
     "The times of the steps of one short `train` run, without its first and last."
     from lorakit.run import train
+    from lorakit.train import Callback
     ts = []
-    with ctx(): train(model, data, cfg, progress=False, callbacks=cbs, on_step=lambda r: ts.append(time.perf_counter()))
+    class Clock(Callback):
+        def end_step(self, s): ts.append(time.perf_counter())
+    with ctx(): train(model, data, cfg, progress=False, callbacks=[*cbs, Clock()])
     return [b - a for a, b in zip(ts, ts[1:])][:-1]
 
 def main():

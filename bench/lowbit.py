@@ -74,15 +74,15 @@ def sweep_row(kind:str, a, ckpt, ood)->dict:
     def ood_loss():
         if ood is None: return math.nan
         return evaluate_lm(model, ood.xv, ood.yv, a.bs, a.ood_rows // a.bs, None, getattr(loss, 'loss_fn', loss))
-    before, ood0 = validate(model, job.data, cfg, loss)['valid_loss'], ood_loss()
+    before, ood0 = validate(model, job.data, job.plan, loss)['valid_loss'], ood_loss()
     t = time.perf_counter()
-    hist = job.fit(progress=False, before=before)
+    hist = job.train(progress=False, before={'valid_loss': before})
     t_train = time.perf_counter() - t
     after, ood1 = hist[-1]['valid_loss'], ood_loss()
     row = dict(kind=kind, before=before, after=after, ood_before=ood0, ood_after=ood1, bits=bits,
                first_loss=hist[0]['loss'], last_loss=hist[-1]['loss'], t_load=t_load, t_train=t_train,
                rows=len(job.data.xt), held=len(job.data.xv), n_lora=len(lora_modules(model)),
-               vocab=job.model_config.vocab_size, t_row=time.perf_counter() - t0)
+               vocab=job.mc.vocab_size, t_row=time.perf_counter() - t0)
     del model, job, hist
     gc.collect()
     return row

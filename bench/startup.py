@@ -96,7 +96,7 @@ def _phase_run(job:str, ckpt:str):
     from lorakit.train import Callback
     class StopAfterOne(Callback):
         def after_step(self, st): st.stop = True  # end the run normally after its first step
-    job.fit(progress=False, callbacks=[StopAfterOne()])
+    job.train(progress=False, callbacks=[StopAfterOne()])
     lap('step')
     print('PHASES ' + json.dumps(ts))
 

@@ -8,9 +8,9 @@ import argparse, dataclasses, importlib.util, json, sys, sysconfig, traceback
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['run_guarded', 'train_parser', 'train_config', 'train_cli', 'merge_parser', 'merge_cli', 'chat_parser', 'chat_cli',
-           'export_parser', 'export_cli', 'mem_parser', 'mem_config', 'mem_job', 'mem_cli', 'proxy_cli', 'pretrain_cli',
-           'nudge_parser', 'nudge_cli', 'main']
+__all__ = ['guarded', 'run_guarded', 'train_parser', 'train_config', 'train_cli', 'merge_parser', 'merge_cli', 'chat_parser',
+           'chat_cli', 'export_parser', 'export_cli', 'mem_parser', 'mem_config', 'mem_job', 'mem_cli', 'proxy_cli',
+           'pretrain_cli', 'nudge_parser', 'nudge_cli', 'main']
 
 # %% ../nbs/99_cli.ipynb #c2e3c492
 def _lorakit_dir()->Path: return Path(importlib.util.find_spec('lorakit').origin).parent.resolve()
@@ -38,19 +38,26 @@ def _message(e:Exception)->str:
         return f"{e.strerror}: {e.filename}" if e.filename else e.strerror
     return str(e)
 
+class guarded:
+    "A command's body: an error a user can cause is one line on stderr, and `code` its exit code."
+    def __init__(self, name:str): self.name, self.code = name, 0  # the command's name
+    def __enter__(self): return self
+    def __exit__(self, typ, e, tb):
+        if typ is None: return False
+        if issubclass(typ, KeyboardInterrupt):
+            print(f"{self.name}: interrupted; nothing was written", file=sys.stderr)
+            self.code = 130
+            return True
+        if not issubclass(typ, Exception) or (code := _exit_code(e)) is None: return False
+        print(f"{self.name}: {_message(e)}", file=sys.stderr)
+        self.code = code
+        return True  # said in one line: no traceback
+
 def run_guarded(name:str, # the command's name, which starts each message
                 f, *args, **kwargs)->int:
     "Run `f`; return an exit code, printing one line to stderr for the errors a user can cause."
-    try:
-        f(*args, **kwargs)
-        return 0
-    except KeyboardInterrupt:
-        print(f"{name}: interrupted; nothing was written", file=sys.stderr)
-        return 130
-    except Exception as e:
-        if (code := _exit_code(e)) is None: raise
-        print(f"{name}: {_message(e)}", file=sys.stderr)
-        return code
+    with guarded(name) as g: f(*args, **kwargs)
+    return g.code
 
 # %% ../nbs/99_cli.ipynb #85da048c
 _DOCS_HELP = ("How --data becomes documents: a .txt file is split at blank lines, each paragraph "
@@ -143,16 +150,15 @@ def train_config(argv:list[str])->tuple:
     return TrainConfig(**a), inst, how
 
 # %% ../nbs/99_cli.ipynb #8a858671
-def _train(argv:list[str]):
-    cfg, inst, how = train_config(argv)
-    from lorakit.finetune import finetune
-    from lorakit.instrument import debug_on_error
-    with debug_on_error(how.debug):
-        finetune(cfg, resume=how.resume, overwrite=how.overwrite, instruments=inst)
-
 def train_cli(argv:list[str]|None=None): # the arguments; default: the command line's
     "`lorakit-train`: QLoRA fine-tune; with no arguments, the shipped base on Python's docs."
-    sys.exit(run_guarded('lorakit-train', _train, sys.argv[1:] if argv is None else argv))
+    with guarded('lorakit-train') as g:
+        cfg, inst, how = train_config(sys.argv[1:] if argv is None else argv)
+        from lorakit.finetune import finetune
+        from lorakit.instrument import debug_on_error
+        with debug_on_error(how.debug):
+            finetune(cfg, resume=how.resume, overwrite=how.overwrite, instruments=inst)
+    sys.exit(g.code)
 
 # %% ../nbs/99_cli.ipynb #58a663b8
 def merge_parser()->argparse.ArgumentParser:
@@ -227,7 +233,7 @@ class _Chat:
         # no chat template: fail before loading anything
         self.job.tok.apply_chat_template(self.msgs + [dict(role='user', content='')], True)
         m = merged_model(self.job.path, a.adapter) if a.adapter else self.job.load_base()
-        self.model = m.to(self.job.device).eval()
+        self.model = m.to(self.job.plan.device).eval()
         self.stop = _stop_ids(self.job.path, self.job.tok)
 
     def reply(self, text:str)->str:
@@ -236,7 +242,7 @@ class _Chat:
         from lorakit.model import generate
         a, tok, ctx = self.a, self.job.tok, self.model.config.max_position_embeddings
         self.msgs.append(dict(role='user', content=text))
-        ids = torch.tensor([tok.apply_chat_template(self.msgs, True)], device=self.job.device)
+        ids = torch.tensor([tok.apply_chat_template(self.msgs, True)], device=self.job.plan.device)
         n = min(a.max_new_tokens, ctx - ids.shape[1])
         if n < 1:
             raise ValueError(f"the conversation is {ids.shape[1]} tokens, the model's whole "
@@ -297,6 +303,7 @@ def export_parser()->argparse.ArgumentParser:
     p.add_argument('--overwrite', action='store_true', help='replace --out and the Modelfile')
     return p
 
+# %% ../nbs/99_cli.ipynb #23c6159b
 def _named(p:Path, start:Path)->str:
     "`p` as a Modelfile names it: relative to the Modelfile's directory if inside, else absolute."
     p, start = p.resolve(), start.resolve()
@@ -308,6 +315,7 @@ def _model_template(model:Path)->str|None:
     if model.suffix == '.gguf': return gguf_metadata(model).get('tokenizer.chat_template')
     return chat_template(model)
 
+# %% ../nbs/99_cli.ipynb #e20dee16
 def _export_checks(a:argparse.Namespace, out:Path, mf:Path|None):
     "Everything about the arguments that can be wrong, before anything is read or written."
     from lorakit.core import check_arg, check_not_input
@@ -331,20 +339,26 @@ def _export_checks(a:argparse.Namespace, out:Path, mf:Path|None):
         raise ValueError(f"{mf} exists: pass --overwrite to replace it, or --modelfile another "
                          f"path (or none)")
 
+def _template(model:Path)->tuple[str|None, str]:
+    "The model's chat template for Ollama's TEMPLATE, or None and a note that says why not."
+    from lorakit.ollama import ollama_template
+    template = _model_template(model)
+    if template is None: return None, ' (no TEMPLATE: the model has no chat template)'
+    try: ollama_template(template)
+    except ValueError as e:
+        return None, (f" (no TEMPLATE: {e}; Ollama reads the chat template in the GGUF file "
+                      f"instead)")
+    return template, ''
+
+# %% ../nbs/99_cli.ipynb #92605ce0
 def _export(argv:list[str]):
     a = export_parser().parse_args(argv)
     out, model = Path(a.out), Path(a.model)
     mf = None if a.modelfile == 'none' else Path(a.modelfile or out.with_suffix('.Modelfile'))
     _export_checks(a, out, mf)
     for f in (out, mf or out): f.parent.mkdir(parents=True, exist_ok=True)  # before any file
-    from lorakit.ollama import ollama_template, write_lora_gguf, write_modelfile
-    template, note = _model_template(model), ''
-    if template is None: note = ' (no TEMPLATE: the model has no chat template)'
-    else:
-        try: ollama_template(template)
-        except ValueError as e:
-            template, note = None, (f" (no TEMPLATE: {e}; Ollama reads the chat template in the "
-                                    f"GGUF file instead)")
+    from lorakit.ollama import write_lora_gguf, write_modelfile
+    template, note = _template(model)
     if a.adapter_only:
         import warnings
         with warnings.catch_warnings(record=True) as ws:  # the NF4 note: one line, as errors
@@ -426,13 +440,17 @@ def mem_job(cfg): # the `TrainConfig` of `mem_config`
 
 def _mem(argv:list[str]):
     cfg, gpus, gpu_mem = mem_config(argv)
-    from lorakit.memory import plan_fit, usable
+    from lorakit.memory import memory_fixes, usable
     job, mc = mem_job(cfg)
-    est, ok, fixes = plan_fit(job, gpu_mem, model_config=mc, world_size=gpus)
+    # sized for GPUs from any machine: the settings as given, not the plan for this one
+    from lorakit.train import TrainConfig
+    est, ok, fixes = memory_fixes(TrainConfig(**job.plan.given), gpu_mem, model_config=mc,
+                                  world_size=gpus)
     print(est.table())
     room = f"{usable(gpu_mem) / 2**30:.1f} GiB usable of {gpu_mem:g} GiB per GPU"
     # 10's `device`: the live peak, the allocator's reserve on top, the CUDA context
-    print(f"\npeak {est.peak / 2**30:.2f} GiB of tensors, {est.device / 2**30:.2f} GiB on each GPU: "
+    print(f"\npeak {est.peak / 2**30:.2f} GiB of tensors, "
+          f"{est.device / 2**30:.2f} GiB on each GPU: "
           f"{'fits' if ok else 'does not fit'} ({room})")
     if not ok:
         print("what makes it fit:" if fixes else

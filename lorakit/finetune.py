@@ -5,6 +5,7 @@
 # %% ../nbs/98_finetune.ipynb #fcdd7132
 from __future__ import annotations
 import copy, functools, hashlib, json, math, os, signal, threading, time
+from typing import NamedTuple
 from dataclasses import asdict, replace
 from functools import cached_property
 from pathlib import Path
@@ -22,41 +23,22 @@ from .train import *
 from .run import *
 from .adapters import save_adapter
 from .instrument import Instruments
-from .memory import pick_loss, first_jsonl_row
+from .memory import pick_loss
 from .fsdp import Sharded, process_group
 from .nudge import ProxyRun, proxy_config
 from .instruct import read_chats, chat_data
-from .prefs import Pair, is_pref_row, read_prefs, pref_data
+from .prefs import Pair, read_prefs, pref_data
 from .dpo import DPOLoss, RefLogps, precompute_ref, ref_key
 from .model import cache_dir
 
 # %% auto #0
-__all__ = ['REF_FILE', 'is_pref_job', 'is_chat_job', 'chat_job_data', 'pref_job_data', 'job_rows', 'Job', 'ref_precomputed',
-           'finetune', 'load_job', 'first_steps', 'assert_loss_curve', 'JobProxy']
+__all__ = ['REF_FILE', 'chat_job_data', 'pref_job_data', 'job_rows', 'Job', 'Measured', 'finetune', 'load_job', 'first_steps',
+           'assert_loss_curve', 'JobProxy']
 
-# %% ../nbs/98_finetune.ipynb #715dbc90
-def _jsonl_files(paths:list)->list[Path]:
-    files = lambda p: sorted(p.rglob('*.jsonl')) if p.is_dir() else [p]
-    return [f for p in map(Path, paths) for f in files(p)]
-
-def _first_row(cfg:TrainConfig)->dict|None: return first_jsonl_row(cfg.data)
-
-def is_pref_job(cfg:TrainConfig)->bool:
-    "Whether `cfg` trains on preference pairs (14_dpo): its first .jsonl line has chosen/rejected."
-    return is_pref_row(_first_row(cfg))
-
-def is_chat_job(cfg:TrainConfig)->bool:
-    "Whether `cfg` trains on conversations: `cfg.chat`, else its first .jsonl line's keys say."
-    if cfg.chat is not None: return cfg.chat
-    d = _first_row(cfg) or {}
-    if is_pref_row(d): return False
-    # a 'prompt' that isn't the text's field is half a conversation: 06b names what it lacks
-    return 'messages' in d or 'completion' in d or ('prompt' in d and cfg.field not in d)
-
-# %% ../nbs/98_finetune.ipynb #d2bc36cc
-def chat_job_data(cfg:TrainConfig, tok, log=print)->tuple:
+# %% ../nbs/98_finetune.ipynb #394e75ad
+def chat_job_data(plan:Plan, tok, log=print)->tuple:
     "A chat job's rows (06b's `chat_data`), its held-out conversations, and those it skipped, why."
-    if not cfg.data:
+    if not plan.data:
         raise ValueError("--chat trains on conversations: pass --data with .jsonl files of them, "
                          "one a line ('messages', or 'prompt' and 'completion')")
     try: tok.apply_chat_template([dict(role='user', content='hi')], add_generation_prompt=True)
@@ -64,182 +46,146 @@ def chat_job_data(cfg:TrainConfig, tok, log=print)->tuple:
         msg = f"--chat needs a chat model, whose tokenizer has a chat template; {e}"
         raise ValueError(msg) from None
     chats, skipped = [], []
-    for f in _jsonl_files(cfg.data):
-        c, s = read_chats(f, cfg.on_bad)
+    for f in jsonl_files(plan.data):
+        c, s = read_chats(f, plan.on_bad)
         chats += c
         skipped += s
-    data, held, s = chat_data(chats, tok, cfg.seq_len, seed=cfg.seed, all_tokens=cfg.all_tokens,
-                              on_bad=cfg.on_bad, pack=cfg.pack, log=log)
+    data, held, s = chat_data(chats, tok, plan.seq_len, seed=plan.seed, all_tokens=plan.all_tokens,
+                              on_bad=plan.on_bad, pack=plan.pack, log=log)
     return data, held, skipped + s
 
+def pref_job_data(plan:Plan, tok, log=print)->tuple:
+    "A preference job's rows (06c's `pref_data`), its held-out pairs, and those it skipped, why."
+    pairs, skipped = [], []
+    for f in jsonl_files(plan.data):
+        p, s = read_prefs(f, plan.on_bad)
+        pairs += p
+        skipped += s
+    data, held, s = pref_data(pairs, tok, plan.seq_len, seed=plan.seed, on_bad=plan.on_bad, log=log)
+    return data, held, skipped + s
+
+# %% ../nbs/98_finetune.ipynb #1fd67f31
 def _skips(cuts:list, skipped:list)->str:
     "The end of a job's note: what the rows cut, and the lines skipped."
     return ''.join(f"; {c}" for c in cuts) + (f"; skipped {len(skipped)}:\n  "
                                                + '\n  '.join(skipped) if skipped else '')
 
-def _chat_note(cfg:TrainConfig, data:LMData, held:list, skipped:list, cuts:list=())->str:
-    rows = 'whole conversations packed' if cfg.pack else 'a conversation each'
-    on = 'every token' if cfg.all_tokens else 'the assistant tokens'
-    note = (f"chat: {len(data.xt)} training rows ({rows}), {len(held)} conversations held out; "
-            f"the loss on {on}")
-    return note + _skips(cuts, skipped)
-
-# %% ../nbs/98_finetune.ipynb #49672ac6
-def _pref_checks(cfg:TrainConfig):
-    "Raise, naming the flag and the fix, for a setting a job on preference pairs can't honour."
-    why = f"{_jsonl_files(cfg.data)[0].name} holds preference pairs (prompt, chosen, rejected)"
-    for k, fix in (('chat', "the pairs' format says how they are tokenized"),
-                   ('pack', "a pair is one row, its chosen and rejected side by side"),
-                   ('all_tokens', "DPO scores the completions, never the prompt")):
-        if getattr(cfg, k):
-            flag = '--' + k.replace('_', '-')
-            raise ValueError(f"{flag} is for conversations, but {why}: leave {flag} off ({fix})")
-    if cfg.loss in ('chunked', 'plain'):
-        raise ValueError(f"--loss {cfg.loss} is a loss on text, but {why}: use --loss "
-                         f"{' or '.join(PREF_LOSSES)}, or leave it at auto (dpo)")
-    if cfg.fsdp and cfg.precompute_ref == 'on':
-        raise ValueError("--precompute-ref on doesn't work with --fsdp yet: use --precompute-ref "
-                         "off (the reference is the adapters-off forward at each micro-batch)")
-
-def pref_job_data(cfg:TrainConfig, tok, log=print)->tuple:
-    "A preference job's rows (06c's `pref_data`), its held-out pairs, and those it skipped, why."
-    pairs, skipped = [], []
-    for f in _jsonl_files(cfg.data):
-        p, s = read_prefs(f, cfg.on_bad)
-        pairs += p
-        skipped += s
-    data, held, s = pref_data(pairs, tok, cfg.seq_len, seed=cfg.seed, on_bad=cfg.on_bad, log=log)
-    return data, held, skipped + s
-
-def _pref_note(cfg:TrainConfig, data:LMData, held:list, skipped:list, cuts:list=())->str:
-    kind = 'dpo' if cfg.loss == 'auto' else cfg.loss
-    gamma = f", gamma {cfg.simpo_gamma}" if kind == 'simpo' else ''
-    note = (f"preference pairs: {len(data.xt)} to train on, {len(held)} held out; "
-            f"the loss {kind}, beta {cfg.beta}{gamma}")
-    return note + _skips(cuts, skipped)
-
-# %% ../nbs/98_finetune.ipynb #a1b2c3d4
-def job_rows(cfg:TrainConfig, tok, ctx:int, log=print)->tuple[LMData, list]:
-    "The job's rows, and the documents (or held-out conversations or pairs) its samples continue."
-    if cfg.seq_len > ctx:
-        raise ValueError(f"--seq-len {cfg.seq_len} is longer than the model's context "
-                         f"(max_position_embeddings={ctx}): use at most {ctx}")
-    pref = is_pref_job(cfg)
-    if not pref and cfg.loss in PREF_LOSSES:
-        raise ValueError(f"--loss {cfg.loss} trains on preference pairs: pass --data with .jsonl "
-                         f"lines of 'prompt', 'chosen' and 'rejected', or use --loss auto, "
-                         f"chunked or plain")
-    cuts = []  # what the rows cut or left out, said in the job's note
-    if pref:
-        _pref_checks(cfg)
-        data, docs, skipped = pref_job_data(cfg, tok, cuts.append)
-        log(_pref_note(cfg, data, docs, skipped, cuts))
-    elif is_chat_job(cfg):
-        data, docs, skipped = chat_job_data(cfg, tok, cuts.append)
-        log(_chat_note(cfg, data, docs, skipped, cuts))
+def _note(plan:Plan, data:LMData, held:list, skipped:list, cuts:list=())->str:
+    "What a chat or preference job made of its files, in one line."
+    if plan.objective == 'chat':
+        rows = 'whole conversations packed' if plan.pack else 'a conversation each'
+        on = 'every token' if plan.all_tokens else 'the assistant tokens'
+        note = (f"chat: {len(data.xt)} training rows ({rows}), {len(held)} conversations held out; "
+                f"the loss on {on}")
     else:
-        docs = job_docs(cfg)
-        data = lm_data(docs, tok, cfg.seq_len, seed=cfg.seed, max_len=ctx)
-    if cfg.bs > len(data.xt):
-        what = 'pairs' if pref else 'rows'
-        raise ValueError(f"--bs {cfg.bs} is more than the {len(data.xt)} {what} of training data: "
+        gamma = f", gamma {plan.simpo_gamma}" if plan.objective == 'simpo' else ''
+        note = (f"preference pairs: {len(data.xt)} to train on, {len(held)} held out; "
+                f"the loss {plan.objective}, beta {plan.beta}{gamma}")
+    return note + _skips(cuts, skipped)
+
+def job_rows(plan:Plan, tok, ctx:int, log=print)->tuple[LMData, list]:
+    "The job's rows, and the documents (or held-out conversations or pairs) its samples continue."
+    cuts = []  # what the rows cut or left out, said in the job's note
+    if plan.objective in PREF_LOSSES or plan.objective == 'chat':
+        read = chat_job_data if plan.objective == 'chat' else pref_job_data
+        data, docs, skipped = read(plan, tok, cuts.append)
+        log(_note(plan, data, docs, skipped, cuts))
+    else:
+        docs = job_docs(plan)
+        data = lm_data(docs, tok, plan.seq_len, seed=plan.seed, max_len=ctx)
+    if plan.bs > len(data.xt):
+        what = 'pairs' if plan.objective in PREF_LOSSES else 'rows'
+        raise ValueError(f"--bs {plan.bs} is more than the {len(data.xt)} {what} of training data: "
                          f"use a smaller --bs or --seq-len, or more data")
     return data, docs
 
-# %% ../nbs/98_finetune.ipynb #34e145af
+# %% ../nbs/98_finetune.ipynb #b50cafac
 def _quiet(*a, **k): pass
 
 class Job:
-    "One run, resolved once from a `TrainConfig`; every command and the nudge proxy build one."
+    "One run, resolved once from a `TrainConfig` into its `Plan`; every command builds one."
     def __init__(self, cfg:TrainConfig, # the run's settings
                  log=print, # where the job's notes go (e.g. what a chat job skipped); None: nowhere
                 ):
-        self.cfg, self.log, self.model = cfg, log or _quiet, None
-        self.ref = None  # a preference job's precomputed reference log-probs (`reference`)
-        self.before_cached = None  # where `measure_before` read them, if it did
-        if cfg.out: check_out_apart(Path(cfg.out), job_inputs(cfg))  # before anything reads there
+        self.log = log or _quiet
         self.path = job_model_path(cfg)  # an HF checkpoint directory, or a .gguf file
-        self.model_config = mc = read_model_config(self.path)
-        with torch.device('meta'): find_targets(Llama(mc), cfg.targets)  # names the nearest
+        self.mc = read_model_config(self.path)  # the model's config: its sizes and switches
+        self.plan = plan = resolve(cfg, self.mc)  # every setting, decided
+        if plan.out: check_out_apart(Path(plan.out), job_inputs(plan))  # before anything is written
+        with torch.device('meta'): find_targets(Llama(self.mc), plan.targets)  # names the nearest
+        self.model = None  # the model with LoRA on, once `start` (or `load`) has loaded it
+        self.ref = None  # a DPO job's precomputed reference log-probs (`reference`)
+        self.before_cached = None  # where `measure_before` read them, if it did
 
     @property
-    def lora(self)->dict:
-        "`add_lora`'s arguments."
-        c = self.cfg
-        return dict(targets=c.targets, r=c.r, alpha=c.alpha, dropout=c.dropout, rslora=c.rslora)
+    def data(self)->LMData: return self.rows[0]
     @property
-    def device(self)->torch.device: return get_device(self.cfg.device)
-    @property
-    def dtype(self)->torch.dtype: return job_dtype(self.cfg.dtype, self.device)
-    @property
-    def data(self)->LMData: return self._rows[0]
-    @property
-    def docs(self)->list: return self._rows[1]
+    def docs(self)->list: return self.rows[1]
+    @cached_property
+    def tok(self): return load_tokenizer(self.path, self.mc.vocab_size)
+    @cached_property
+    def rows(self)->tuple:
+        return job_rows(self.plan, self.tok, self.mc.max_position_embeddings, self.log)
+    @cached_property
+    def probe(self)->LMData|None:
+        "Held-out Shakespeare for the shipped base, which shows what fine-tuning made it forget."
+        if self.plan.model is not None: return None
+        return lm_data(shakespeare(), self.tok, self.plan.seq_len, valid_pct=0.05)
+    @cached_property
+    def group(self)->OneProcess|Sharded: return process_group(self.plan)
+    def __repr__(self):
+        return f"Job({self.path.name}, {self.plan.steps} steps, out={self.plan.out})"
 
-    @cached_property
-    def tok(self): return load_tokenizer(self.path, self.model_config.vocab_size)
-    @cached_property
-    def _rows(self)->tuple:
-        return job_rows(self.cfg, self.tok, self.model_config.max_position_embeddings, self.log)
-    @cached_property
-    def is_pref(self)->bool: return is_pref_job(self.cfg)
-    @cached_property
-    def group(self)->OneProcess|Sharded: return process_group(self.cfg)
-    def __repr__(self): return f"Job({self.path.name}, {self.cfg.steps} steps, out={self.cfg.out})"
-
-# %% ../nbs/98_finetune.ipynb #bfc28a61
+# %% ../nbs/98_finetune.ipynb #7c142a79
 from .qlora import QuantSpec
 
 @patch(as_prop=True)
+def is_pref(self:Job)->bool: return self.plan.objective in PREF_LOSSES
+@patch(as_prop=True)
 def quant(self:Job)->QuantSpec|None:
-    "How the job quantizes its base: `cfg.quant` as a `QuantSpec`, or None for full precision."
-    return QuantSpec.from_flag(self.cfg.quant)
+    "How the job quantizes its base: `plan.quant` as a `QuantSpec`, or None for full precision."
+    return QuantSpec.from_flag(self.plan.quant)
+@patch(as_prop=True)
+def lora(self:Job)->dict:
+    "`add_lora`'s arguments."
+    p = self.plan
+    return dict(targets=p.targets, r=p.r, alpha=p.alpha, dropout=p.dropout, rslora=p.rslora)
 
+# %% ../nbs/98_finetune.ipynb #d98cbeb6
 @patch
 def load_base(self:Job)->Llama:
     "The checkpoint, in the job's dtype, on its device, quantized as `quant` says; no LoRA."
-    return load_llama(self.path, dtype=self.dtype, device=self.device, quant=self.quant)
+    p = self.plan
+    dev = torch.device(p.device)
+    return load_llama(self.path, dtype=get_dtype(p.dtype), device=dev, quant=self.quant)
 
 @patch
 def prepare(self:Job, model:nn.Module)->nn.Module:
     "`model` made ready to train as the job says: LoRA on, checkpointing and compile if asked."
     add_lora(model, **self.lora)
-    if self.cfg.grad_ckpt: grad_checkpointing(model)
-    if self.cfg.compile != 'off':
-        compile_layers(model, 'inductor' if self.cfg.compile == 'on' else self.cfg.compile)
+    if self.plan.grad_ckpt: grad_checkpointing(model)
+    if self.plan.compile != 'off':
+        compile_layers(model, 'inductor' if self.plan.compile == 'on' else self.plan.compile)
     return model
 
 @patch
 def load(self:Job)->nn.Module:
     "The model with LoRA on, seeded and loaded by the job's processes (`group.load`)."
-    set_seed(self.cfg.seed)  # before LoRA's A is drawn
+    set_seed(self.plan.seed)  # before LoRA's A is drawn
     self.model = self.group.load(self)
     return self.model
 
-@patch(as_prop=True)
-def kind(self:Job)->str|None:
-    "A preference job's loss, 'dpo' (`--loss auto`) or a variant; None for a job on text."
-    return ('dpo' if self.cfg.loss == 'auto' else self.cfg.loss) if self.is_pref else None
-
+# %% ../nbs/98_finetune.ipynb #fc7c9881
 @patch
 def loss(self:Job, model:nn.Module|None=None):
     "The objective the loop calls, as the job's processes reduce it: `pick_loss`'s, or DPO's."
-    m, c = model or self.model, self.cfg
-    if not self.is_pref: return self.group.loss(pick_loss(m, c.loss))
-    dpo = DPOLoss(c.beta, self.kind, lm=pick_loss(m, 'auto'), ref=self.ref, gamma=c.simpo_gamma)
-    return self.group.loss(dpo)
+    m, p = model or self.model, self.plan
+    lm = pick_loss(m, p.token_loss)
+    if not self.is_pref: return self.group.loss(lm)
+    return self.group.loss(DPOLoss(p.beta, p.objective, lm=lm, ref=self.ref, gamma=p.simpo_gamma))
 
-# %% ../nbs/98_finetune.ipynb #80b63a63
+# %% ../nbs/98_finetune.ipynb #b78c2d01
 REF_FILE = 'ref_logps.safetensors'  # in the run directory (07a's `RUN_FILES`)
-
-def ref_precomputed(cfg:TrainConfig, # a preference job's settings
-                    pairs:int, # its training pairs
-                   )->bool:
-    "Whether the job computes its reference once, before training: 'on', 'off', or 'auto'."
-    if cfg.precompute_ref != 'auto': return cfg.precompute_ref == 'on'
-    # one pass over the pairs costs no more forwards than the adapters-off one at every
-    # micro-batch once the steps see every pair; under --fsdp it is not done yet
-    return not cfg.fsdp and cfg.steps * cfg.bs * cfg.grad_accum >= pairs
 
 def _ref_cache(key:str)->Path: return cache_dir('ref')/f'{key}.safetensors'
 
@@ -266,6 +212,7 @@ def _cached(path:Path, key:str, log)->RefLogps|None:
             f"({e})")
         return None
 
+# %% ../nbs/98_finetune.ipynb #9c91fbcc
 class _KeepRef(Callback):
     "Keep the reference log-probs in the run directory, once it is ready (`train` prepares it)."
     def __init__(self, ref:RefLogps, path:Path, group):
@@ -288,101 +235,95 @@ def _unkept(path:Path, e:OSError, step:int)->str:
 @patch
 def reference(self:Job, resume:bool=False)->RefLogps|None:
     "A DPO job's reference log-probs: the run's (on resume), the cache's, or computed once."
-    c, m = self.cfg, self.model
-    if self.kind != 'dpo' or not ref_precomputed(c, len(self.data.xt)): return None
-    key, run = ref_key(m, self.data), Path(c.out)/REF_FILE if c.out else None
+    p, m = self.plan, self.model
+    if p.precompute_ref != 'on': return None
+    key, run = ref_key(m, self.data), Path(p.out)/REF_FILE if p.out else None
     cached = _ref_cache(key)
     if resume and run and run.is_file(): ref, said = RefLogps.load(run, key), f'read from {run}'
     elif cached.is_file() and (ref := _cached(cached, key, self.log)):
         said = f'read from the cache, {cached}'
     else:
-        ref = precompute_ref(m, self.data, c.bs, pick_loss(m, 'auto'), key)
+        ref = precompute_ref(m, self.data, p.bs, pick_loss(m, p.token_loss), key)
         why = self.group.on_main(lambda: _keep(ref, cached))
         said = 'computed' + ('' if why is None else f', kept in the cache, {cached}' if not why
                              else f'; not kept in the cache ({why}), so a next run computes them')
     self.log(f"reference log-probs of {len(ref)} pairs: {said}")
     return ref
 
-# %% ../nbs/98_finetune.ipynb #887b5630
+# %% ../nbs/98_finetune.ipynb #8d267732
 @patch
 def start(self:Job, resume:bool=False, overwrite:bool=False)->nn.Module:
     "Check the rows and any run to resume, prepare the run directory, load the model; DPO's ref."
-    cfg, group = self.cfg, self.group
+    p, group = self.plan, self.group
     data = self.data  # read and checked before the processes start
     if resume:  # the same run, before minutes of loading
-        group.checkpoint.check(Path(cfg.out), asdict(cfg), fingerprint(data.xt, data.yt, data.dt))
-    if cfg.out and group.main:
-        prepare_run_dir(cfg.out, resume, overwrite, group.checkpoint.name, job_inputs(cfg),
-                        self.log)
+        group.checkpoint.check(Path(p.out), p.given, fingerprint(data.xt, data.yt, data.dt))
+    if p.out and group.main:
+        prepare_run_dir(p.out, resume, overwrite, group.checkpoint.name, job_inputs(p), self.log)
     group.barrier()  # the directory is ready before any rank writes to it
     model = self.load()
     self.ref = self.reference(resume)  # before training, with the adapters off
     return model
 
 @patch
-def fit(self:Job, resume:bool=False, overwrite:bool=False, progress:bool=True,
-        stop:threading.Event|None=None, callbacks:list=(), before:float|None=None)->list[dict]:
-    "Train the loaded model with `07_train`'s loop, on the job's rows, objective and processes."
+def train(self:Job, resume:bool=False, overwrite:bool=False, progress:bool=True,
+          stop:threading.Event|None=None, callbacks:list=(), before:dict|None=None)->list[dict]:
+    "Train the loaded model with `07a_run`'s `train`, on the job's rows, objective and processes."
     cbs = [*callbacks, *self.group.callbacks()]
-    if self.ref is not None and self.cfg.out:  # a resumed run reads it from there
-        cbs.insert(0, _KeepRef(self.ref, Path(self.cfg.out)/REF_FILE, self.group))
-    return train(self.model, self.data, self.cfg, resume=resume, overwrite=overwrite,
+    if self.ref is not None and self.plan.out:  # a resumed run reads it from there
+        cbs.insert(0, _KeepRef(self.ref, Path(self.plan.out)/REF_FILE, self.group))
+    return train(self.model, self.data, self.plan, resume=resume, overwrite=overwrite,
                  progress=progress, stop=stop, callbacks=cbs, loss_fn=self.loss(),
                  group=self.group, before=before)
 
-# %% ../nbs/98_finetune.ipynb #17310629
+# %% ../nbs/98_finetune.ipynb #29419d38
 _PROBE_BATCHES = 20  # of the Shakespeare probe: its rows' losses vary little, so 320 rows will do
+_REWARDS = {'reward accuracy': 'valid_rewards/accuracies', 'reward margin': 'valid_rewards/margins'}
 
-@patch(as_prop=True)
-def probe(self:Job)->LMData|None:
-    "Held-out Shakespeare for the shipped base, which shows what fine-tuning made it forget."
-    if '_probe' not in self.__dict__:  # read once
-        self._probe = None
-        if self.cfg.model is None:
-            self._probe = lm_data(shakespeare(), self.tok, self.cfg.seq_len, valid_pct=0.05)
-    return self._probe
+class Measured(NamedTuple):
+    "What `Job.evaluate` measured: the losses by set, and the loop's validation record."
+    losses:dict # 'valid', 'shakespeare', 'reward accuracy', ...: what the summary line says
+    record:dict # `validate`'s record: 'valid_loss' and the loss's metrics, as metrics.jsonl logs
 
 @patch
 def eval_sets(self:Job)->dict:
     "What the job validates on, by name: (rows, how many batches of them; None: all)."
-    nb = self.cfg.eval_batches
+    nb = self.plan.eval_batches
     sets = {'valid': (self.data, nb)}
     if self.probe is not None: sets['shakespeare'] = (self.probe, min(_PROBE_BATCHES, nb or 10**9))
     return sets
 
-_REWARDS = {'reward accuracy': 'valid_rewards/accuracies', 'reward margin': 'valid_rewards/margins'}
-
 @patch
-def evaluate(self:Job, valid:float|dict|None=None)->dict:
-    "The loss on each of `eval_sets`, and DPO's reward accuracy and margin on the held-out pairs."
+def evaluate(self:Job, valid:dict|None=None)->Measured:
+    "The loss on each of `eval_sets`, DPO's rewards, and the record (`valid`'s, if measured)."
     dev = next(self.model.parameters()).device
     def ev(ds, nb):
         dv = None if ds.dv is None else ds.dv.to(dev)
-        return evaluate_lm(self.model, ds.xv.to(dev), ds.yv.to(dev), self.cfg.bs, nb, dv)
-    # `valid`: what the loop measured at the last step, a loss or its record
-    rec = {'valid_loss': valid} if isinstance(valid, (int, float)) else valid or {}
-    if 'valid_loss' not in rec: rec = validate(self.model, self.data, self.cfg, self.loss())
-    self.valid_rec = rec  # measured before training, it is the run's step 0
+        return evaluate_lm(self.model, ds.xv.to(dev), ds.yv.to(dev), self.plan.bs, nb, dv)
+    rec = valid if valid and 'valid_loss' in valid else validate(self.model, self.data, self.plan,
+                                                                 self.loss())
     said = {'valid': rec['valid_loss']} | {k: rec[v] for k, v in _REWARDS.items() if v in rec}
-    return said | {k: ev(*v) for k, v in self.eval_sets().items() if k != 'valid'}
+    rest = {k: ev(*v) for k, v in self.eval_sets().items() if k != 'valid'}
+    return Measured(said | rest, rec)
 
+# %% ../nbs/98_finetune.ipynb #9fa0bb5e
 @patch
 def over(self:Job)->dict:
     "What each loss of `evaluate` is over: 'over 674 rows', or 'over 320 of 1,638 rows'."
     def said(ds, nb):
         n = len(ds.xv)
-        k = len(eval_rows(n, self.cfg.bs, nb))
+        k = len(eval_rows(n, self.plan.bs, nb))
         what = 'pairs' if self.is_pref and ds is self.data else 'rows'
         return f"over {n:,} {what}" if k == n else f"over {k:,} of {n:,} {what}"
     return {k: said(*v) for k, v in self.eval_sets().items()}
 
-# %% ../nbs/98_finetune.ipynb #9ec0417d
 def _losses(r:dict, rows:dict={})->str:
     "'valid loss 3.520 over 674 rows, ...': each loss of `r`, and what it is over if `rows` says."
     said = [f"{k} {v:.3f}" if k in _REWARDS else
             f"{k} loss {v:.3f}" + (f" {rows[k]}" if k in rows else '') for k, v in r.items()]
     return ', '.join(said)
 
+# %% ../nbs/98_finetune.ipynb #9bbd858a
 def _prompt(docs:list):
     "What samples.txt continues: a document's opening, or a held-out conversation's first turns."
     if isinstance(docs[0], str): return docs[0][:40]
@@ -392,12 +333,11 @@ def _prompt(docs:list):
 
 @patch
 def sample(self:Job)->str:
-    "A sample for samples.txt: `cfg.samples` tokens, by default 120, or 4 a step for a short run."
-    cfg, model, tok, prompt = self.cfg, self.model, self.tok, _prompt(self.docs)
-    n = _sample_tokens(cfg)
+    "A sample for samples.txt: `plan.samples` tokens of the model's, after its first prompt."
+    model, tok, prompt, n = self.model, self.tok, _prompt(self.docs), self.plan.samples
     if not n: return ''
     if isinstance(prompt, str) and not self.is_pref:
-        return sample_text(model, tok, prompt, n, seed=cfg.seed)
+        return sample_text(model, tok, prompt, n, seed=self.plan.seed)
     dev = next(model.parameters()).device
     ids = (tok.encode(prompt) if isinstance(prompt, str)
            else tok.apply_chat_template(prompt, add_generation_prompt=True))
@@ -410,11 +350,11 @@ def _write_samples(path:Path, before:str, after:str):
     text = f"--- before ---\n{before}\n\n--- after ---\n{after}\n"
     with atomic_path(path) as t: t.write_text(text)
 
-# %% ../nbs/98_finetune.ipynb #ba1aa349
+# %% ../nbs/98_finetune.ipynb #10c3950e
 # settings that act only once training moves the adapters: with B zero, step 0 is the base's
-_AFTER_STEP_0 = ('r', 'alpha', 'dropout', 'rslora', 'targets', 'lr', 'steps', 'grad_accum', 'schedule',
-                 'warmup', 'clip', 'optimizer', 'weight_decay', 'grad_ckpt', 'save_every', 'eval_every',
-                 'out', 'dist_timeout')
+_AFTER_STEP_0 = ('r', 'alpha', 'dropout', 'rslora', 'targets', 'lr', 'steps', 'grad_accum',
+                 'schedule', 'warmup', 'clip', 'optimizer', 'weight_decay', 'grad_ckpt',
+                 'save_every', 'eval_every', 'out', 'dist_timeout')
 
 @functools.cache
 def _code_key()->str:
@@ -424,9 +364,6 @@ def _code_key()->str:
     for f in sorted(Path(lorakit.__file__).parent.rglob('*.py')): h.update(f.read_bytes())
     return h.hexdigest()
 
-def _sample_tokens(cfg:TrainConfig)->int:
-    return cfg.samples if cfg.samples is not None else min(120, 4*cfg.steps)
-
 def _stamp(path:Path)->list:
     "The checkpoint's files (`path`, or those in it): each one's name, size and modification time."
     fs = sorted(f for f in path.iterdir() if f.is_file()) if path.is_dir() else [path]
@@ -435,21 +372,21 @@ def _stamp(path:Path)->list:
 @patch
 def before_key(self:Job)->str|None:
     "A hash of what the losses and sample before training depend on; None if they can't be reused."
-    m, cfg = self.model, self.cfg
+    m, p = self.model, self.plan
     if not isinstance(self.group, OneProcess): return None  # each rank holds only a shard
     loras = [l for l in m.modules() if isinstance(l, LoRALinear)]
     if not loras or any(l.B.count_nonzero() for l in loras): return None  # not the base's outputs
-    said = {k: v for k, v in asdict(cfg).items() if k not in _AFTER_STEP_0}
+    said = {k: v for k, v in p.given.items() if k not in _AFTER_STEP_0}
     # the base as loaded: its files, read and quantized by this code on this device
     said |= dict(files=_stamp(self.path.resolve()), path=str(self.path.resolve()),
-                 device=str(self.device), dtype=str(self.dtype), torch=torch.__version__,
-                 code=_code_key(), samples=_sample_tokens(cfg), prompt=_prompt(self.docs),
-                 ref=self.ref is not None)
-    d, p = self.data, self.probe
+                 device=p.device, dtype=p.dtype, torch=torch.__version__, code=_code_key(),
+                 samples=p.samples, prompt=_prompt(self.docs), ref=self.ref is not None)
+    d, pr = self.data, self.probe
     h = hashlib.sha256(json.dumps(said, sort_keys=True, default=str).encode())
-    h.update(fingerprint(d.xv, d.yv, d.dv, *([] if p is None else [p.xv, p.yv, p.dv])).encode())
+    h.update(fingerprint(d.xv, d.yv, d.dv, *([] if pr is None else [pr.xv, pr.yv, pr.dv])).encode())
     return h.hexdigest()[:32]
 
+# %% ../nbs/98_finetune.ipynb #e6f41a71
 def _read_before(path:Path)->dict|None:
     "A cached measurement, or None if there is none or it isn't whole."
     try: d = json.loads(path.read_text())
@@ -459,56 +396,60 @@ def _read_before(path:Path)->dict|None:
     return d if ok else None
 
 @patch
-def measure_before(self:Job)->tuple[dict, str]:
+def measure_before(self:Job)->tuple[Measured, str]:
     "`evaluate` and `sample` before training, or what they gave a run with the same `before_key`."
     key = self.before_key()
     path = cache_dir('before')/f'{key}.json' if key else None
     if path and (d := _read_before(path)):
-        self.valid_rec, self.before_cached = d['valid_rec'], path
-        return d['before'], d['sample']
+        self.before_cached = path
+        return Measured(d['before'], d['valid_rec']), d['sample']
     self.before_cached = None
     before, sample = self.evaluate(), self.sample()
     if path:
-        d = dict(before=before, valid_rec=self.valid_rec, sample=sample)
+        d = dict(before=before.losses, valid_rec=before.record, sample=sample)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with atomic_path(path) as t: t.write_text(json.dumps(d))
         except OSError: pass  # a cache it can't write costs the next run time, and nothing else
     return before, sample
 
-
-# %% ../nbs/98_finetune.ipynb #33df8d01
+# %% ../nbs/98_finetune.ipynb #f7a31be0
 @patch
-def finish(self:Job, hist:list, sample0:str)->dict:
+def finish(self:Job, hist:list, sample0:str)->Measured:
     "The losses after training; the run's curves, samples and adapter, written by the main process."
-    cfg, group, model = self.cfg, self.group, self.model
-    last = hist[-1] if hist and hist[-1]['step'] == cfg.steps else {}
+    p, group, model = self.plan, self.group, self.model
+    last = hist[-1] if hist and hist[-1]['step'] == p.steps else {}
     after = self.evaluate(valid=last)  # measured at the last step
-    sample1 = self.sample() if cfg.out and cfg.samples != 0 else ''  # by every process
-    if not cfg.out: return after
-    o, base = Path(cfg.out), str(self.path.resolve())
+    sample1 = self.sample() if p.out and p.samples else ''  # by every process
+    if not p.out: return after
+    o, base = Path(p.out), str(self.path.resolve())
     if group.main:
         # what the run logged: step 0, resumes included
         plot_history(read_metrics(o/'metrics.jsonl'), o/'curves.png')
-        if cfg.samples != 0: _write_samples(o/'samples.txt', sample0, sample1)
+        if p.samples: _write_samples(o/'samples.txt', sample0, sample1)
     w = group.lora_weights(model)  # every process takes part in gathering them
     group.on_main(lambda: save_adapter(model, o/'adapter', base, overwrite=True, weights=w))
     group.report(o)
     return after
 
-# %% ../nbs/98_finetune.ipynb #2f334c26
-def _after_stop(cfg:TrainConfig)->str:
+# %% ../nbs/98_finetune.ipynb #d87e59d8
+def _after_stop(plan:Plan)->str:
     "What is true when Ctrl-C stops the job after training."
-    if not cfg.out: return "interrupted after training; nothing was saved"
-    return (f"interrupted after training finished; the checkpoint of step {cfg.steps} in {cfg.out} "
-            f"holds the trained weights: run the same command with --resume to write the adapter "
-            f"and the reports")
+    if not plan.out: return "interrupted after training; nothing was saved"
+    return (f"interrupted after training finished; the checkpoint of step {plan.steps} in "
+            f"{plan.out} holds the trained weights: run the same command with --resume to write "
+            f"the adapter and the reports")
 
-def _wrote(cfg:TrainConfig)->str:
-    if not cfg.out: return ''
-    names = sorted(p.name + '/'*p.is_dir() for p in Path(cfg.out).iterdir() if p.name != RUN_MARK)
-    return f"\nwrote {cfg.out}/: {' '.join(names)}"
+def _wrote(plan:Plan)->str:
+    if not plan.out: return ''
+    names = sorted(p.name + '/'*p.is_dir() for p in Path(plan.out).iterdir() if p.name != RUN_MARK)
+    return f"\nwrote {plan.out}/: {' '.join(names)}"
 
+def _said(choices:dict)->str:
+    "'dtype float32, loss plain, ...': what `resolve` decided, for the run's first line."
+    return 'plan: ' + ', '.join(f"{k.replace('_', ' ')} {v}" for k, v in choices.items())
+
+# %% ../nbs/98_finetune.ipynb #cdc22f6b
 def finetune(cfg:TrainConfig|None=None, # default: the shipped base, Python's docs, lorakit-run/
              resume:bool=False, # continue the run in `cfg.out`
              overwrite:bool=False, # replace a run already in `cfg.out`
@@ -526,60 +467,51 @@ def finetune(cfg:TrainConfig|None=None, # default: the shipped base, Python's do
         raise TrainingStopped("interrupted before training started: nothing was trained") from None
     if not job.group.main: log = _quiet  # rank 0 speaks for the job
     over = job.over()
-    log(f"{lora_summary(job.model).counts}\nbefore: {_losses(before, over)}")
+    log(f"{_said(job.plan.choices)}\n{lora_summary(job.model).counts}\n"
+        f"before: {_losses(before.losses, over)}")
     cbs = (instruments or Instruments()).callbacks(job.model)
-    hist = job.fit(resume, overwrite, progress, stop, cbs, before=job.valid_rec)
+    hist = job.train(resume, overwrite, progress, stop, cbs, before=before.record)
     try: after = job.finish(hist, sample0)
-    except KeyboardInterrupt: raise TrainingStopped(_after_stop(job.cfg)) from None
-    log(f"after:  {_losses(after, over)}{_wrote(job.cfg)}")
-    return dict(before=before, after=after, history=hist)
+    except KeyboardInterrupt: raise TrainingStopped(_after_stop(job.plan)) from None
+    log(f"after:  {_losses(after.losses, over)}{_wrote(job.plan)}")
+    return dict(before=before.losses, after=after.losses, history=hist)
 
-# %% ../nbs/98_finetune.ipynb #fd591da0
+# %% ../nbs/98_finetune.ipynb #753c260d
 def load_job(cfg:TrainConfig, # the job; its `out` must be None, since nothing is written
+             who:str='load_job', # the function named in the message if `out` is set
             )->Job:
     "The job with its model loaded (LoRA on) as `finetune` loads it, and nothing run or written."
-    if cfg.out:
-        raise ValueError(f"load_job writes nothing, but out={cfg.out!r}: "
-                         f"pass a TrainConfig with out=None")
     job = Job(cfg, log=None)
+    if job.plan.out:
+        raise ValueError(f"{who} writes nothing, but out={job.plan.out!r}: "
+                         f"pass a TrainConfig with out=None")
     job.start()
     return job
 
-# %% ../nbs/98_finetune.ipynb #5963c62f
+# %% ../nbs/98_finetune.ipynb #2d04e03e
 class _StopAfter(Callback):
     "End the run normally after step `n`."
     def __init__(self, n:int): self.n = n
     def after_step(self, s:LoopState): s.stop = s.step >= self.n
 
 def first_steps(cfg:TrainConfig, # the job; its `out` must be None, since nothing is written
-                n:int, # how many of its `cfg.steps` steps to run
+                n:int, # how many of its steps to run
                 callbacks:list=(), # more `Callback`s for `train`, e.g. instruments
                )->list[dict]:
     "The records (loss, lr, grad norm) of the job's first `n` steps, on its full schedule's rates."
-    if cfg.out:
-        raise ValueError(f"first_steps writes nothing, but out={cfg.out!r}: "
-                         f"pass a TrainConfig with out=None")
-    return load_job(cfg).fit(progress=False, callbacks=[*callbacks, _StopAfter(n)])
+    job = load_job(cfg, 'first_steps')
+    return job.train(progress=False, callbacks=[*callbacks, _StopAfter(n)])
 
-# %% ../nbs/98_finetune.ipynb #b224f910
+# %% ../nbs/98_finetune.ipynb #9acd7498
 # not named: the seed (seeds are the baseline's noise), and settings that don't change training
 _NOT_NAMED = ('seed', 'out', 'save_every', 'eval_every', 'eval_batches', 'samples')
-
-def _changed(cfg:TrainConfig, stored:dict)->str:
-    "The settings of `cfg` that differ from `stored`, as 'name: stored -> now'."
-    now, default = asdict(cfg), asdict(TrainConfig())
-    # a setting added since the baseline was written had its default
-    stored = {k: stored.get(k, default.get(k)) for k in now.keys() | stored.keys()}
-    diff = [k for k in sorted(stored) if k not in _NOT_NAMED and now.get(k) != stored.get(k)]
-    return ', '.join(f"{k}: {stored.get(k)!r} -> {now.get(k)!r}" for k in diff)
-
 _REBASE = ("If the change is intended, rerun `python bench/loss_baseline.py --write` "
            "and commit nbs/baselines/default_job.json.")
 
 def assert_loss_curve(losses:list[float], # the run's losses, step 1 first
-                     baseline:dict, # `bench/loss_baseline.py`'s: `seed0`, `tolerance`, `config`
-                     cfg:TrainConfig|None=None, # the run's settings, to name those that differ
-                    )->float:
+                      baseline:dict, # `bench/loss_baseline.py`'s: `seed0`, `tolerance`, `config`
+                      cfg:TrainConfig|None=None, # the run's settings, to name those that differ
+                     )->float:
     "Raise at the first step off the baseline by over its tolerance; else the largest deviation."
     ref, tol = baseline['seed0'], baseline['tolerance']
     if len(losses) != len(ref):
@@ -588,13 +520,14 @@ def assert_loss_curve(losses:list[float], # the run's losses, step 1 first
     dev = [abs(l - b)/t for l, b, t in zip(losses, ref, tol)]
     off = [i for i, d in enumerate(dev) if not d <= 1]  # `not <=`: a NaN loss is off too
     if not off: return max(dev)
-    i, diff = off[0], _changed(cfg, baseline['config']) if cfg else ''
+    i = off[0]
+    diff = settings_changed(cfg, baseline['config'], _NOT_NAMED) if cfg else ''
     said = f" Settings that differ from the baseline's: {diff}." if diff else ''
     raise AssertionError(f"the loss curve moved: at step {i+1} the loss is {losses[i]:.4f} and the "
                          f"baseline {ref[i]:.4f}, {dev[i]:.1f} x the tolerance {tol[i]:.4f} "
                          f"(one seed std); {len(off)} of {len(ref)} steps are off.{said} {_REBASE}")
 
-# %% ../nbs/98_finetune.ipynb #cee11597
+# %% ../nbs/98_finetune.ipynb #44c25c39
 def _weights_id(d:Path)->str:
     "What identifies a checkpoint wherever it lies: its config, each weight file's size and start."
     h = hashlib.sha256(b'' if d.suffix == '.gguf' else (d/'config.json').read_bytes())
@@ -623,11 +556,11 @@ class JobProxy:
                  valid_rows:int=64): # held-out rows, the same for every run
         # one process: sharding changes no number (11_fsdp), and a proxy run takes seconds
         self.job = job = Job(replace(cfg or proxy_config(), **_ONE_PROCESS), log=None)
-        self.config, self.base = job.cfg, job.load_base()
-        self.data = _first(job.data, train_rows, valid_rows)
+        self.config = TrainConfig(**job.plan.given)  # what the nudge varies, as given
+        self.base, self.data = job.load_base(), _first(job.data, train_rows, valid_rows)
         self.identity = dict(task='lm', model=_weights_id(job.path), data=fingerprint(*self.data))
 
-# %% ../nbs/98_finetune.ipynb #1564052c
+# %% ../nbs/98_finetune.ipynb #55d0636e
 class _CallerSigint(Callback):
     "Put back, for the whole run, the Ctrl-C handler its caller had when the run began."
     def __init__(self):
@@ -639,17 +572,16 @@ class _CallerSigint(Callback):
 @patch
 def __call__(self:JobProxy, cfg:TrainConfig, seed:int)->ProxyRun:
     "Train fresh LoRA adapters on the proxy's rows, as the job with `cfg` and `seed` would."
-    diff = [k for k in _RELOAD if getattr(cfg, k) != getattr(self.config, k)]
-    if diff:
-        had, want = (', '.join(f'{k}={getattr(c, k)!r}' for k in diff) for c in (self.config, cfg))
-        raise ValueError(f"this JobProxy loaded {had}; for {want} build another JobProxy")
+    p, had = resolve(replace(cfg, seed=seed, out=None, **_ONE_PROCESS), self.job.mc), self.job.plan
+    if diff := [k for k in _RELOAD if getattr(p, k) != getattr(had, k)]:
+        was, want = (', '.join(f'{k}={getattr(q, k)!r}' for k in diff) for q in (had, p))
+        raise ValueError(f"this JobProxy loaded {was}; for {want} build another JobProxy")
     t = time.perf_counter()
-    c = replace(cfg, seed=seed, out=None, eval_every=cfg.steps, **_ONE_PROCESS,
-                eval_batches=math.ceil(len(self.data.xv) / cfg.bs))
+    p = replace(p, eval_every=p.steps, eval_batches=math.ceil(len(self.data.xv) / p.bs))
     job = copy.copy(self.job)  # the rows and tokenizer it read, with this run's settings
-    job.cfg = c
+    job.plan = p
     set_seed(seed)  # before LoRA's A is drawn
     m = job.prepare(copy.deepcopy(self.base))
-    h = train(m, self.data, c, progress=False, callbacks=[_CallerSigint()], loss_fn=job.loss(m),
+    h = train(m, self.data, p, progress=False, callbacks=[_CallerSigint()], loss_fn=job.loss(m),
               group=job.group)
     return ProxyRun(seed, [r['loss'] for r in h], h[-1]['valid_loss'], time.perf_counter() - t)

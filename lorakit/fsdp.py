@@ -218,10 +218,10 @@ def _lora_init(m:LoRALinear, init:str, dev)->SimpleNamespace:
     return t
 
 # %% ../nbs/11_fsdp.ipynb #d515d349
-def _skeleton(cfg:LlamaConfig, files:dict, dtype:torch.dtype, quant:QuantSpec|None,
+def _skeleton(mc:LlamaConfig, files:dict, dtype:torch.dtype, quant:QuantSpec|None,
               lora:dict, grad_ckpt:bool)->Llama:
-    "`cfg`'s model on meta, names checked against `files`: `quant`'s kind where targeted, LoRA on."
-    with torch.device('meta'): model = Llama(cfg).to(dtype)
+    "`mc`'s model on meta, names checked against `files`: `quant`'s kind where targeted, LoRA on."
+    with torch.device('meta'): model = Llama(mc).to(dtype)
     check_weight_names(model, files)
     if quant is not None:
         kind = QUANT_KINDS[quant.kind].layer
@@ -274,11 +274,11 @@ def load_sharded(path:str|Path, # a Hugging Face checkpoint directory, or a .ggu
                  cpu_offload:bool=False, # as `shard_model` takes it
                 )->Llama:
     "The sharded model, built on meta; rank 0 reads a tensor at a time, sends each rank its shard."
-    cfg, files = weight_sources(Path(path))
-    dtype, dev, quant = get_dtype(dtype or cfg.dtype), mesh_device(mesh), check_quant(quant)
+    mc, files = weight_sources(Path(path))
+    dtype, dev, quant = get_dtype(dtype or mc.dtype), mesh_device(mesh), check_quant(quant)
     lora = dict(lora or {})
     init = lora.pop('init', 'kaiming')
-    model = _skeleton(cfg, files, dtype, quant, dict(lora, init=init), grad_ckpt)
+    model = _skeleton(mc, files, dtype, quant, dict(lora, init=init), grad_ckpt)
     shard_model(model, mesh, mp_policy, cpu_offload)
     model.to_empty(device=dev)
     set_seed(seed)
@@ -426,9 +426,9 @@ class _RankBytes(Callback):
 @patch
 def load(self:Sharded, job)->nn.Module:
     "`job`'s model in shards (`load_sharded`), and this rank's peak memory before and after."
-    rss, c = peak_rss_mib(), job.cfg
-    model = load_sharded(job.path, self.mesh, job.dtype, job.quant, job.lora, c.seed,
-                         c.grad_ckpt, cpu_offload=c.cpu_offload)
+    rss, p = peak_rss_mib(), job.plan
+    model = load_sharded(job.path, self.mesh, get_dtype(p.dtype), job.quant, job.lora, p.seed,
+                         p.grad_ckpt, cpu_offload=p.cpu_offload)
     self.load_rss = (rss, peak_rss_mib())
     return model
 
@@ -467,6 +467,6 @@ def report(self:Sharded, out:Path):
     if not self.main: return
     with atomic_path(Path(out)/'ranks.json') as t: t.write_text(json.dumps(recs, indent=2))
 
-def process_group(cfg:TrainConfig)->OneProcess|Sharded:
-    "A job's processes: this rank's `Sharded` under torchrun with `cfg.fsdp`, else `OneProcess()`."
-    return Sharded(init_distributed(cfg.device, cfg.dist_timeout)) if cfg.fsdp else OneProcess()
+def process_group(plan:Plan)->OneProcess|Sharded:
+    "A job's processes: this rank's `Sharded` under torchrun with `plan.fsdp`, else `OneProcess()`."
+    return Sharded(init_distributed(plan.device, plan.dist_timeout)) if plan.fsdp else OneProcess()

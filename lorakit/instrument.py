@@ -546,7 +546,7 @@ def _in_kernel()->bool:
     return hasattr(ip, 'kernel')
 
 def _debugger():
-    "ipdb's (if installed) or pdb's `post_mortem` on a terminal or in Jupyter; pdb on commands piped in."
+    "ipdb's (if installed) or pdb's `post_mortem` on a terminal or Jupyter; pdb on piped input."
     if sys.stdin is None or sys.stdin.closed: return None
     if _in_kernel(): return pdb.post_mortem
     if sys.stdin.isatty():
@@ -556,6 +556,7 @@ def _debugger():
     except (OSError, ValueError): cmds = ''  # a stdin with no file behind it
     return _scripted(cmds) if cmds.strip() else None
 
+# %% ../nbs/09_instrument.ipynb #0e0f56e7
 def _one_process():
     "Refuse `--debug` under torchrun with more than one rank: one terminal, and no rank survives."
     n = int(os.environ.get('WORLD_SIZE') or 1)

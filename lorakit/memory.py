@@ -19,14 +19,13 @@ from .qlora import QuantSpec, QUANT_KINDS
 from .gguf import GGUFFile, gguf_config
 from .inject import find_targets
 from .objective import LMLoss, LMBatch
-from .prefs import is_pref_row
-from .train import Callback, LoopState, OPTIMIZERS, PREF_LOSSES, TrainConfig, job_model_path
+from .train import (Callback, LoopState, OPTIMIZERS, PREF_LOSSES, TOKEN_LOSSES, Plan,
+                           TrainConfig, chunks_pay, job_inputs, resolve)
 
 # %% auto #0
 __all__ = ['CATEGORIES', 'MEMORY_FIELDS', 'MemoryTimeline', 'measure_steps', 'cuda_memory_history', 'trim_malloc', 'auto_chunk',
-           'MemoryEstimate', 'read_llama_config', 'layer_activations', 'first_jsonl_row', 'estimate_memory',
-           'LinearCrossEntropy', 'linear_cross_entropy', 'TokenCrossEntropy', 'ChunkedLMLoss', 'pick_loss', 'usable',
-           'plan_fit']
+           'MemoryEstimate', 'read_llama_config', 'layer_activations', 'estimate_memory', 'LinearCrossEntropy',
+           'linear_cross_entropy', 'TokenCrossEntropy', 'ChunkedLMLoss', 'pick_loss', 'usable', 'memory_fixes']
 
 # %% ../nbs/10_memory.ipynb #a24f22b3
 CATEGORIES = ('weights', 'lora', 'grads', 'optimizer', 'activations', 'temporaries')
@@ -216,7 +215,7 @@ def _glibc():
 
 def trim_malloc(mmap_threshold:int=64 * 2**10, # bytes: a block this large gets its own pages
                )->bool:
-    "Make glibc's malloc return freed blocks to the OS at once, and what is free now; False elsewhere."
+    "Make glibc's malloc return freed blocks to the OS at once, and what is free now; else False."
     check_arg('mmap_threshold', mmap_threshold, type(mmap_threshold) is int
               and 0 < mmap_threshold <= 32 * 2**20, "an int of bytes up to 32 MiB (glibc's cap)")
     libc = _glibc()
@@ -226,7 +225,6 @@ def trim_malloc(mmap_threshold:int=64 * 2**10, # bytes: a block this large gets 
           and libc.mallopt(_M_TRIM_THRESHOLD, 2 * mmap_threshold) == 1)
     libc.malloc_trim(0)
     return ok
-
 
 # %% ../nbs/10_memory.ipynb #86f2675e
 # the quantized base's row, by kind: NF4's keeps the name 99's output and bench/memory.py read
@@ -243,10 +241,7 @@ def auto_chunk(n:int, vocab:int, hidden:int)->int:
     return max(_MIN_CHUNK,
                2 ** math.ceil(math.log2(max(1, math.ceil(n / max(1, math.ceil(vocab / hidden)))))))
 
-def _chunks_pay(vocab:int, hidden:int)->bool:
-    "Whether 'auto' picks the chunked loss: the vocabulary is over twice the hidden size."
-    return vocab > 2 * hidden
-
+# %% ../nbs/10_memory.ipynb #3a772488
 @dataclass
 class MemoryEstimate:
     "A predicted training step: the bytes of each component on one device, and the peak."
@@ -324,36 +319,10 @@ _IN = lambda c: dict(q_proj=c.hidden_size, k_proj=c.hidden_size, v_proj=c.hidden
 # linears that read the same input
 _GROUPS = (('q_proj', 'k_proj', 'v_proj'), ('gate_proj', 'up_proj'), ('down_proj',))
 
-def layer_activations(cfg:LlamaConfig, # the model
-                      lora:set, # short names of its LoRA'd linears, e.g. {'q_proj', 'v_proj'}
-                      rank:int=8, # LoRA rank
-                      a:int=4, # bytes per activation (the compute dtype)
-                      la:int=4, # bytes per LoRA weight
-                      dropout:float=0.05, # LoRA dropout
-                      bs:int=1, # rows of the batch (the RoPE tables are per position)
-                      T:int=1, # tokens a row (masks and soft-capped scores are per pair of them)
-                     )->dict:
-    "Bytes a decoder layer saves for backward, a token, by what saves them: LoRA on a frozen base."
-    h, q, i = cfg.hidden_size, cfg.num_attention_heads*cfg.head_dim, cfg.intermediate_size
-    H, D = cfg.num_attention_heads, cfg.head_dim
-    kv = cfg.num_key_value_heads * D
-    # each RMSNorm keeps its float32 input and 1/rms
-    ins, out = _IN(cfg), dict(residual=2*h*4 + 2*4)
-    # SDPA keeps q, k and v (at the KV heads), its output, and a log-sum-exp per head
-    out['attention'] = (2*q + 2*kv)*a + H*4
-    if cfg.attn_logit_softcapping:  # Gemma 2: written out, with k and v repeated to the heads
-        # q, k, v, the output; capped scores, their float32 softmax (and its cast); a bool mask
-        out['attention'] = 4*q*a + H*T*(a + 4 + (a if a != 4 else 0)) + T / bs
-    elif sliding := sum(t == 'sliding_attention' for t in cfg.layer_types or []):
-        # a sliding layer's (T, T) mask, which SDPA keeps as float32: its share of the layers
-        out['attention'] += T*4 / bs * sliding / cfg.num_hidden_layers
-    if cfg.qk_norm:  # Qwen3, Gemma 3: each head's q and k normed, in float32, and 1/rms
-        out['qk norm'] = (q + kv)*4 + (H + cfg.num_key_value_heads)*4
-    if cfg.gemma:  # two more norms; and each of its norms makes its (1 + w) anew, once a layer
-        out['residual'] += 2*h*4 + 2*4
-        out['norm scales'] = (4*h + (2*D if cfg.qk_norm else 0)) * 4 / (bs*T)
-    out['rope'] = 4*D*a / bs  # the cos and sin tables of q and k, per position
-    out['swiglu'] = 3*i*a  # gate, act(gate) and up, for the product's backward (GeLU's too)
+def _lora_kept(ins:dict, # each linear's input width, by short name
+               lora:set, a:int, la:int, dropout:float, # as `layer_activations` takes them
+              )->int:
+    "Bytes a token's LoRA paths keep for backward: A's inputs (cast or shared), dropout's masks."
     kept = 0
     for g in _GROUPS:  # the frozen base needs no inputs; LoRA's A does
         hit = [t for t in g if t in lora]
@@ -365,7 +334,41 @@ def layer_activations(cfg:LlamaConfig, # the model
     if 'o_proj' in lora and la != a: kept += ins['o_proj'] * la
     # dropout's mask, and its output where A keeps that
     if dropout: kept += sum(ins[t] for t in lora) * a * (1 if la != a else 2)
-    out['lora inputs'], out['lora A outputs'] = kept, len(lora) * rank * la
+    return kept
+
+# %% ../nbs/10_memory.ipynb #75a9ee77
+def layer_activations(mc:LlamaConfig, # the model
+                      lora:set, # short names of its LoRA'd linears, e.g. {'q_proj', 'v_proj'}
+                      rank:int=8, # LoRA rank
+                      a:int=4, # bytes per activation (the compute dtype)
+                      la:int=4, # bytes per LoRA weight
+                      dropout:float=0.05, # LoRA dropout
+                      bs:int=1, # rows of the batch (the RoPE tables are per position)
+                      T:int=1, # tokens a row (masks and soft-capped scores are per pair of them)
+                     )->dict:
+    "Bytes a decoder layer saves for backward, a token, by what saves them: LoRA on a frozen base."
+    h, q, i = mc.hidden_size, mc.num_attention_heads*mc.head_dim, mc.intermediate_size
+    H, D = mc.num_attention_heads, mc.head_dim
+    kv = mc.num_key_value_heads * D
+    # each RMSNorm keeps its float32 input and 1/rms
+    ins, out = _IN(mc), dict(residual=2*h*4 + 2*4)
+    # SDPA keeps q, k and v (at the KV heads), its output, and a log-sum-exp per head
+    out['attention'] = (2*q + 2*kv)*a + H*4
+    if mc.attn_logit_softcapping:  # Gemma 2: written out, with k and v repeated to the heads
+        # q, k, v, the output; capped scores, their float32 softmax (and its cast); a bool mask
+        out['attention'] = 4*q*a + H*T*(a + 4 + (a if a != 4 else 0)) + T / bs
+    elif sliding := sum(t == 'sliding_attention' for t in mc.layer_types or []):
+        # a sliding layer's (T, T) mask, which SDPA keeps as float32: its share of the layers
+        out['attention'] += T*4 / bs * sliding / mc.num_hidden_layers
+    if mc.qk_norm:  # Qwen3, Gemma 3: each head's q and k normed, in float32, and 1/rms
+        out['qk norm'] = (q + kv)*4 + (H + mc.num_key_value_heads)*4
+    if mc.gemma:  # two more norms; and each of its norms makes its (1 + w) anew, once a layer
+        out['residual'] += 2*h*4 + 2*4
+        out['norm scales'] = (4*h + (2*D if mc.qk_norm else 0)) * 4 / (bs*T)
+    out['rope'] = 4*D*a / bs  # the cos and sin tables of q and k, per position
+    out['swiglu'] = 3*i*a  # gate, act(gate) and up, for the product's backward (GeLU's too)
+    out['lora inputs'] = _lora_kept(ins, lora, a, la, dropout)
+    out['lora A outputs'] = len(lora) * rank * la
     return out
 
 # %% ../nbs/10_memory.ipynb #21e95111
@@ -375,66 +378,41 @@ MEMORY_FIELDS = ('model', 'data', 'quant', 'dtype', 'device', 'r', 'dropout', 't
                  'seq_len', 'grad_accum', 'optimizer', 'grad_ckpt', 'loss', 'precompute_ref',
                  'fsdp', 'cpu_offload')
 
-def _train_config(job)->TrainConfig:
-    "`job`'s `TrainConfig` (itself, or its `.cfg`), copied: a copy runs its checks again."
-    cfg = getattr(job, 'cfg', job)
-    if not isinstance(cfg, TrainConfig):
-        raise TypeError(f"estimate_memory takes a TrainConfig, or a job holding one in .cfg; got "
-                        f"{type(job).__name__} (a model's sizes go in model_config=)")
-    return dataclasses.replace(cfg)
-
-def _model_config(cfg:TrainConfig, model_config=None)->LlamaConfig:
-    "The sizes of `model_config` if given, else of the job's model (the shipped base if None)."
-    if model_config is not None: return read_llama_config(model_config)
-    return read_llama_config(cfg.model or job_model_path(cfg))
-
-# %% ../nbs/10_memory.ipynb #992d4919
-def first_jsonl_row(paths:list|None)->dict|None:
-    "The first line of the first .jsonl file of `paths` (files or directories), parsed; or None."
-    fs = [f for p in map(Path, paths or [])
-          for f in (sorted(p.rglob('*.jsonl')) if p.is_dir() else [p])]
-    if not fs or fs[0].suffix != '.jsonl' or not fs[0].is_file(): return None
-    with open(fs[0], encoding='utf-8-sig', errors='replace') as f:  # a BOM is not a key
-        first = next((l for l in f if l.strip()), '')
-    try: d = json.loads(first)
-    except json.JSONDecodeError: return None
-    return d if isinstance(d, dict) else None
-
-# the preference losses (07's `PREF_LOSSES`) that need 14_dpo's reference; SimPO needs none
-_WITH_REF = ('dpo',)
-
-def _pref_loss(cfg:TrainConfig)->str|None:
-    "The preference loss of a job on pairs: `cfg.loss`, or 'dpo' if 'auto' on a file of pairs."
-    if cfg.loss in PREF_LOSSES: return cfg.loss
-    if cfg.loss != 'auto': return None
-    return 'dpo' if is_pref_row(first_jsonl_row(cfg.data)) else None
+def _plan(job, model_config=None)->tuple[Plan, LlamaConfig]:
+    "`job`'s plan (a `TrainConfig` resolved as for a GPU, a `Plan`, or a job's), and its sizes."
+    c = getattr(job, 'plan', job)
+    if not isinstance(c, TrainConfig):
+        raise TypeError(f"estimate_memory takes a TrainConfig, its Plan, or a job (its .plan); "
+                        f"got {type(job).__name__} (a model's sizes go in model_config=)")
+    if not isinstance(c, Plan): c = dataclasses.replace(c)  # a copy runs its checks again
+    # the model's path as given: a checkpoint directory, its config.json, or a .gguf file
+    mc = read_llama_config(model_config if model_config is not None else job_inputs(c)[0][1])
+    return resolve(c, mc, gpu=True), mc
 
 # %% ../nbs/10_memory.ipynb #ef99d414
-def _step_settings(cfg:TrainConfig, mc:LlamaConfig, world_size:int, lora_dtype:str|None,
-                   chunk:int|None, quant_bits:float|None)->dict:
-    "What the estimate counts with: `cfg`'s settings, each 'auto' resolved as the job does."
+_SHORT = {'bfloat16': 'bf16', 'float16': 'fp16'}
+
+def _step_settings(plan:Plan, world_size:int, lora_dtype:str|None, chunk:int|None,
+                   quant_bits:float|None)->dict:
+    "What the estimate counts with: the plan's settings, and the estimator's own."
     check_arg('world_size', world_size, type(world_size) is int and world_size >= 1,
               'an int >= 1')
     check_arg('chunk', chunk, chunk is None or type(chunk) is int and chunk >= 1, 'an int >= 1')
-    if world_size > 1 and not cfg.fsdp:
+    if world_size > 1 and not plan.fsdp:
         raise ValueError(f"world_size {world_size} (--gpus {world_size}) shares the model with "
                          "FSDP: add --fsdp (fsdp=True)")
-    # 'auto' is bf16 on a GPU (one that supports it is assumed), float32 on a CPU
-    dtype = cfg.dtype if cfg.dtype != 'auto' else 'float32' if cfg.device == 'cpu' else 'bf16'
-    pref = _pref_loss(cfg)
-    # a preference loss takes its token losses from the loss 'auto' picks
-    loss = cfg.loss if cfg.loss in ('chunked', 'plain') else (
-        'chunked' if _chunks_pay(mc.vocab_size, mc.hidden_size) else 'plain')
-    # 'auto' may precompute or not, as the data turns out: counted as not, the larger
-    ref = (None if pref not in _WITH_REF else 'precomputed'
-           if cfg.precompute_ref == 'on' else 'each micro-batch')
-    for d in (dtype, lora_dtype or dtype): get_dtype(d)  # names the dtypes it knows
-    return dict(quant=cfg.quant, r=cfg.r, targets=cfg.targets, bs=cfg.bs, seq_len=cfg.seq_len,
-                grad_ckpt=cfg.grad_ckpt, dtype=dtype, lora_dtype=lora_dtype or dtype,
-                optimizer=cfg.optimizer, dropout=cfg.dropout, loss=loss, chunk=chunk,
-                grad_accum=cfg.grad_accum, world_size=world_size, cpu_offload=cfg.cpu_offload,
-                quant_bits=quant_bits, pref=pref, ref=ref,
-                seqs=cfg.bs * (2 if pref else 1))  # sequences a micro-batch: a pair is two
+    pref = plan.objective if plan.objective in PREF_LOSSES else None
+    ref = (None if plan.objective != 'dpo' else 'precomputed'  # SimPO has no reference
+           if plan.precompute_ref == 'on' else 'each micro-batch')
+    dtype = _SHORT.get(plan.dtype, plan.dtype)  # the rows' names: 'bf16 weights'
+    get_dtype(lora_dtype or dtype)  # names the dtypes it knows
+    return dict(quant=plan.quant, r=plan.r, targets=plan.targets, bs=plan.bs,
+                seq_len=plan.seq_len, grad_ckpt=plan.grad_ckpt, dtype=dtype,
+                lora_dtype=lora_dtype or dtype, optimizer=plan.optimizer, dropout=plan.dropout,
+                loss=plan.token_loss, chunk=chunk, grad_accum=plan.grad_accum,
+                world_size=world_size, cpu_offload=plan.cpu_offload, quant_bits=quant_bits,
+                pref=pref, ref=ref, device=plan.device,
+                seqs=plan.bs * (2 if pref else 1))  # sequences a micro-batch: a pair is two
 
 def _nbytes(dtype:str)->int: return get_dtype(dtype).itemsize
 
@@ -572,9 +550,9 @@ _RESERVE = 0.18
 _CUDA_CONTEXT = 512 * 2**20  # the driver's context and kernels: 300-500 MiB, never in torch's count
 _NCCL = 256 * 2**20  # NCCL's own buffers on each rank of a sharded job: an allowance, not measured
 
-def _cuda_rows(cfg:TrainConfig, s, get, peak:int, whole_load:bool)->tuple[list, list]:
+def _cuda_rows(s, get, peak:int, whole_load:bool)->tuple[list, list]:
     "What a GPU holds beyond the live peak: the allocator's reserve; the context, NCCL's buffers."
-    if cfg.device == 'cpu': return [], []  # after `trim_malloc` RSS follows the live tensors
+    if s.device == 'cpu': return [], []  # after `trim_malloc` RSS follows the live tensors
     ws = s.world_size
     reserve = [("allocator's reserve", int(_RESERVE * peak),
                 f"{_RESERVE:.0%} of the peak: freed blocks held, split and rounded")]
@@ -586,9 +564,8 @@ def _cuda_rows(cfg:TrainConfig, s, get, peak:int, whole_load:bool)->tuple[list, 
     if ws > 1: outside.append(('NCCL buffers', _NCCL, "the collectives' own, outside torch"))
     return reserve, outside
 
-
 # %% ../nbs/10_memory.ipynb #c825ab57
-def estimate_memory(job, # a `TrainConfig`, or a job holding one in `.cfg`
+def estimate_memory(job, # a `TrainConfig`, its `Plan`, or a job (its `.plan`)
                     # the model's sizes: a config.json, a checkpoint directory, a .gguf file, a
                     # dict or a `LlamaConfig`; default: the job's model (no weights are read)
                     model_config=None,
@@ -601,13 +578,12 @@ def estimate_memory(job, # a `TrainConfig`, or a job holding one in `.cfg`
                     whole_load:bool=False,
                    )->MemoryEstimate:
     "Predict the peak memory of one training step of `job` on one device, by component."
-    cfg = _train_config(job)
-    mc = _model_config(cfg, model_config)
-    quant = QuantSpec.from_flag(cfg.quant)  # the base as the job loads it: its kind's defaults
+    plan, mc = _plan(job, model_config)
+    quant = QuantSpec.from_flag(plan.quant)  # the base as the job loads it: its kind's defaults
     bits = quant.bits() if quant else None
-    settings = _step_settings(cfg, mc, world_size, lora_dtype, chunk, bits)
+    settings = _step_settings(plan, world_size, lora_dtype, chunk, bits)
     s = SimpleNamespace(**settings)
-    names, short, shapes, n_other = _lora_layout(mc, cfg.targets)
+    names, short, shapes, n_other = _lora_layout(mc, plan.targets)
     acts, layers = _activation_rows(mc, s, short)
     rows = [(c, int(b), why) for c, b, why in (_kept_rows(mc, s, names, shapes, n_other) + acts
                                                + _transient_rows(mc, s, names, short, shapes))]
@@ -615,7 +591,7 @@ def estimate_memory(job, # a `TrainConfig`, or a job holding one in `.cfg`
     always = sum(b for c, b, _ in rows
                  if c != 'activations' and '(transient)' not in c and c != 'LoRA gradients')
     peak = always + _moments(get, layers, mc.num_hidden_layers, s.grad_accum)
-    reserve, outside = _cuda_rows(cfg, s, get, int(peak), whole_load)
+    reserve, outside = _cuda_rows(s, get, int(peak), whole_load)
     return MemoryEstimate(rows, int(peak), settings, reserve, outside)
 
 # %% ../nbs/10_memory.ipynb #5b06785c
@@ -633,6 +609,7 @@ def _dlogits_(z, lse, t_y, keep, t, scale):
     if t is not None: g.mul_(t.mul_(t).neg_().add_(1))  # d(cap tanh(z/cap))/dz = 1 - tanh²
     return g
 
+# %% ../nbs/10_memory.ipynb #90a5f4cc
 class LinearCrossEntropy(torch.autograd.Function):
     "Summed cross-entropy of `h @ weight.T` and `y` by chunks of rows; the grads made in forward."
     @staticmethod
@@ -748,10 +725,10 @@ class ChunkedLMLoss(LMLoss):
 # %% ../nbs/10_memory.ipynb #a39a334a
 def pick_loss(model:nn.Module, loss:str='auto')->LMLoss:
     "The loss for `train`: 'chunked', 'plain', or 'auto' (chunked where vocab > 2 x hidden size)."
-    check_arg('loss', loss, loss in ('auto', 'chunked', 'plain'), "'auto', 'chunked' or 'plain'")
+    check_arg('loss', loss, loss in ('auto',) + TOKEN_LOSSES, "'auto', 'chunked' or 'plain'")
     if loss == 'auto':
         head = getattr(model, 'lm_head', None)
-        loss = ('chunked' if isinstance(head, nn.Linear) and _chunks_pay(*head.weight.shape)
+        loss = ('chunked' if isinstance(head, nn.Linear) and chunks_pay(*head.weight.shape)
                 else 'plain')
     return ChunkedLMLoss() if loss == 'chunked' else LMLoss()
 
@@ -766,24 +743,24 @@ def _bits(flag:str)->float:
     q = QuantSpec.from_flag(flag)
     return q.bits() if q else math.inf
 
-def _changes(cfg:TrainConfig, ws:int)->list:
+def _changes(plan:Plan, ws:int)->list:
     "The memory savers that apply to the job, cheapest first: (what to tell the user, settings)."
-    out = [] if cfg.grad_ckpt else [("gradient checkpointing (--grad-ckpt)", dict(grad_ckpt=True))]
-    bs = cfg.bs
+    out = [] if plan.grad_ckpt else [("gradient checkpointing (--grad-ckpt)", dict(grad_ckpt=True))]
+    bs = plan.bs
     while bs > 1:
         bs //= 2
-        acc = cfg.grad_accum * cfg.bs // bs
+        acc = plan.grad_accum * plan.bs // bs
         out.append((f"micro-batch {bs} with --grad-accum {acc} (the same global batch)",
                     dict(bs=bs, grad_accum=acc)))
-    cur, nf4 = _bits(cfg.quant), _bits('nf4')
+    cur, nf4 = _bits(plan.quant), _bits('nf4')
     if cur > nf4: out.append(("the base in 4 bits (--quant nf4)", dict(quant='nf4')))
     # FSDP runs uncompiled (07's TrainConfig refuses both)
-    fl = ('' if cfg.fsdp else '--fsdp ') + ('' if cfg.compile == 'off' else '--compile off ')
+    fl = ('' if plan.fsdp else '--fsdp ') + ('' if plan.compile == 'off' else '--compile off ')
     sharded = dict(fsdp=True, compile='off')
     for n in (2, 4, 8, 16):
         if n > ws:
             out.append((f"{n} GPUs with FSDP ({fl}--gpus {n})", dict(world_size=n, **sharded)))
-    if not cfg.cpu_offload:
+    if not plan.cpu_offload:
         out.append((f"FSDP's CPU offload ({fl}--cpu-offload)", dict(cpu_offload=True, **sharded)))
     # fewer bits than NF4 cost accuracy (04a): offered last, the most bits first
     for k in sorted((k for k in QUANT_KINDS if _bits(k) < min(cur, nf4)), key=_bits, reverse=True):
@@ -792,23 +769,22 @@ def _changes(cfg:TrainConfig, ws:int)->list:
     return out
 
 # %% ../nbs/10_memory.ipynb #5a1bb156
-def plan_fit(job, # a `TrainConfig`, or a job holding one in `.cfg`
+def memory_fixes(job, # a `TrainConfig`, its `Plan`, or a job (its `.plan`)
              gpu_gib:float, # memory of each GPU, GiB
              model_config=None, # the model's sizes, as `estimate_memory` takes them
              world_size:int=1, # the GPUs (more than 1: the job runs with `fsdp`)
              **kw, # `estimate_memory`'s other arguments
             )->tuple[MemoryEstimate, bool, list]:
     "The estimate, whether it fits, and what makes it fit: each change alone, else a combination."
-    cfg = _train_config(job)
-    mc = _model_config(cfg, model_config)
+    plan, mc = _plan(job, model_config)
     def est(ch:dict)->MemoryEstimate:
         ch = dict(ch)
         ws = ch.pop('world_size', world_size)
-        return estimate_memory(dataclasses.replace(cfg, **ch), mc, ws, **kw)
+        return estimate_memory(dataclasses.replace(plan, **ch), mc, ws, **kw)
     e0, room = est({}), usable(gpu_gib)
     if e0.device <= room: return e0, True, []  # on a GPU: reserved, with the context
     alone, combo, cum, said = [], None, {}, {}
-    for what, ch in _changes(cfg, world_size):
+    for what, ch in _changes(plan, world_size):
         kind = next(iter(ch))  # the mildest change of each kind that fits is enough
         if kind not in {k for k, _, _ in alone} and (e := est(ch)).device <= room:
             alone.append((kind, what, e))

@@ -271,15 +271,17 @@ def stop_on_sigint(stop:threading.Event|None=None, # the flag to set; default: a
 
 # %% ../nbs/07a_run.ipynb #73947157
 class RunDir(Callback):
-    "The files of the run directory `cfg.out` (none if None), and what is true of them."
-    def __init__(self, cfg:TrainConfig, data:LMData, # the run, and its rows (for the fingerprint)
+    "The files of the run directory `plan.out` (none if None), and what is true of them."
+    def __init__(self, plan:Plan|TrainConfig, data:LMData, # the run's settings, its rows
                  group=None, # `OneProcess()`, or 11_fsdp's `Sharded`
-                 resume:bool=False, # restore the checkpoint in `cfg.out` at `begin_fit`
+                 resume:bool=False, # restore the checkpoint in `plan.out` at `begin_fit`
                  stop:threading.Event|None=None, # set: save the step, then stop (all ranks)
                  # the model's validation loss, or `validate`'s record, if measured: step 0's
                  before:float|dict|None=None):
-        self.out, self.cfg, self.data = cfg.out and Path(cfg.out), cfg, data
-        self.config, self.fp = asdict(cfg), fingerprint(data.xt, data.yt, data.dt)
+        self.plan = plan = resolve(plan)  # a plan already resolved is itself
+        self.out, self.data = plan.out and Path(plan.out), data
+        # the settings as given are the run's; the checkpoint keeps them to refuse another run's
+        self.config, self.fp = plan.given, fingerprint(data.xt, data.yt, data.dt)
         self.group = group or OneProcess()
         self.resume, self.stop, self.before = resume, stop or threading.Event(), before
         self.saved, self.s = None, None  # the step last saved; the loop's state, from `begin_fit`
@@ -319,7 +321,7 @@ def _jsonl(recs:list)->str:
 
 def read_metrics(path:str|Path, # a run's metrics.jsonl
                 )->list[dict]:
-    "The records of a run's metrics.jsonl, non-finite values as floats (written as strings, or as `NaN`)."
+    "The records of a run's metrics.jsonl, non-finite values as floats (written as strings)."
     return [_unstrict(json.loads(l)) for l in Path(path).read_text().splitlines() if l.strip()]
 
 # %% ../nbs/07a_run.ipynb #5fff0692
@@ -360,33 +362,33 @@ def begin_fit(self:RunDir, s:LoopState):
     self.head, s.history = [h for h in hist if h['step'] == 0], [h for h in hist if h['step'] > 0]
     s.out = self.out if self.group.main else None  # instruments write where rank 0 does
     if self.group.main:
-        config, metrics = json.dumps(self.config, indent=2), _jsonl(self.head + s.history)
+        said = self.config | {'resolved': self.plan.choices}  # and what 'auto' became
+        config, metrics = json.dumps(said, indent=2), _jsonl(self.head + s.history)
         self._io('config.json', lambda: _write_text(self.out/'config.json', config))
         self._io('metrics.jsonl', lambda: _write_text(self.out/'metrics.jsonl', metrics))
     if s.step == 0:  # the curves start at the model as it was given
         b = self.before
-        if b is None: b = validate(s.model, self.data, self.cfg, s.loss_fn)
+        if b is None: b = validate(s.model, self.data, self.plan, s.loss_fn)
         self.log({'step': 0} | (b if isinstance(b, dict) else {'valid_loss': b}))
 
 @patch
 def end_step(self:RunDir, s:LoopState):
     "Log the step; save it when due, at the end, or when stopping; stop every rank when asked."
-    cfg = self.cfg
+    plan = self.plan
     self.log(s.rec)
-    asked = self.group.any(self.stop.is_set()) and s.step < cfg.steps  # all stop after one step
-    if s.step % cfg.save_every == 0 or s.step == cfg.steps or s.stop or asked: self.save(s)
+    asked = self.group.any(self.stop.is_set()) and s.step < plan.steps  # all stop after one step
+    if s.step % plan.save_every == 0 or s.step == plan.steps or s.stop or asked: self.save(s)
     if asked:
-        msg = f"stopped after step {s.step} of {cfg.steps}, as asked"
+        msg = f"stopped after step {s.step} of {plan.steps}, as asked"
         raise TrainingStopped(f"{msg}; {self.note()}")
 
 # %% ../nbs/07a_run.ipynb #06c6e714
 def train(model:nn.Module, # a model whose trainable parameters (the LoRA weights) will be trained
           data:LMData, # packed train and valid rows, from `lm_data`
-          cfg:TrainConfig|None=None, # the settings; `cfg.out` is the run directory (None: no files)
-          resume:bool=False, # continue the run in `cfg.out` from its checkpoint
-          overwrite:bool=False, # replace a run already in `cfg.out`
+          cfg:TrainConfig|None=None, # the settings, or their `Plan`; `out`: the run directory
+          resume:bool=False, # continue the run in `out` from its checkpoint
+          overwrite:bool=False, # replace a run already in `out`
           progress:bool=True, # draw a progress bar
-          on_step=None, # `on_step(record)` is called after every step
           stop:threading.Event|None=None, # set it to stop (and save) after the step; Ctrl-C does
           callbacks:list=(), # `Callback`s, called in order at each hook point
           loss_fn=None, # the objective, a loss object (05b); None: `LMLoss()`
@@ -394,14 +396,15 @@ def train(model:nn.Module, # a model whose trainable parameters (the LoRA weight
           before:float|dict|None=None, # `model`'s validation loss or record, if measured: step 0's
          )->list[dict]:
     "`fit` keeping the run directory `cfg.out`: resumable, stopped by Ctrl-C after the step."
-    cfg, group = cfg or TrainConfig(), group or OneProcess()
-    if cfg.out and group.main:
-        prepare_run_dir(cfg.out, resume, overwrite, group.checkpoint.name, job_inputs(cfg))
+    plan = resolve(cfg or TrainConfig(), device=str(next(model.parameters()).device))
+    group = group or OneProcess()
+    if plan.out and group.main:
+        prepare_run_dir(plan.out, resume, overwrite, group.checkpoint.name, job_inputs(plan))
     with stop_on_sigint(stop) as stop:
-        run = RunDir(cfg, data, group, resume, stop, before)
-        try: return fit(model, data, cfg, [run, *callbacks], loss_fn, progress, on_step, group)
+        run = RunDir(plan, data, group, resume, stop, before)
+        try: return fit(model, data, plan, [run, *callbacks], loss_fn, progress, group)
         except KeyboardInterrupt:
             step = run.s.step if run.s else 0
-            msg = f"interrupted at step {step} of {cfg.steps}"
+            msg = f"interrupted at step {step} of {plan.steps}"
             raise TrainingStopped(f"{msg}; {run.note()}") from None
         except NonFiniteError as e: raise NonFiniteError(f"{e}; {run.note()}") from None

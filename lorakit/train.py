@@ -4,8 +4,8 @@
 
 # %% ../nbs/07_train.ipynb #e36cd8b1
 from __future__ import annotations
-import contextlib, inspect, math
-from dataclasses import dataclass, field
+import contextlib, inspect, json, math
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 import torch, torch.nn as nn, torch.nn.functional as F
 from tqdm.auto import tqdm
@@ -16,18 +16,22 @@ from .data import *
 from .objective import *
 from .qlora import quant_flags
 from .pretrain import base_path
+from .prefs import is_pref_row
 
 # %% auto #0
-__all__ = ['PREF_LOSSES', 'REF_MODES', 'OPTIMIZERS', 'SETTINGS', 'REWARD_KEYS', 'DataSettings', 'ModelSettings',
-           'OptimizerSettings', 'SpeedSettings', 'RunSettings', 'TrainConfig', 'settings_docs', 'job_model_path',
-           'job_inputs', 'job_docs', 'job_dtype', 'make_optimizer', 'span', 'backward_tokens', 'grad_checkpointing',
-           'compile_layers', 'progress_bar', 'LoopState', 'Callback', 'NonFiniteError', 'validate', 'fit',
-           'plot_history', 'sample_text']
+__all__ = ['TOKEN_LOSSES', 'PREF_LOSSES', 'LOSSES', 'OBJECTIVES', 'REF_MODES', 'OPTIMIZERS', 'SETTINGS', 'REWARD_KEYS',
+           'DataSettings', 'ModelSettings', 'OptimizerSettings', 'SpeedSettings', 'RunSettings', 'TrainConfig',
+           'settings_docs', 'job_model_path', 'job_inputs', 'job_docs', 'jsonl_files', 'first_jsonl_row', 'jsonl_rows',
+           'objective_of', 'Plan', 'chunks_pay', 'resolve', 'settings_changed', 'make_optimizer', 'span',
+           'grad_checkpointing', 'compile_layers', 'progress_bar', 'LoopState', 'Callback', 'NonFiniteError',
+           'validate', 'fit', 'plot_history', 'sample_text']
 
 # %% ../nbs/07_train.ipynb #ce4657b4
-_losses = ('auto', 'chunked', 'plain')  # `SCHEDULES` are 05b's, `quant_flags()` 04's
-# the preference losses of 14_dpo's `DPOLoss`, which a job on pairs takes
-PREF_LOSSES = ('dpo', 'simpo')
+# the loss and objective names, here and nowhere else (`SCHEDULES` are 05b's, `quant_flags()` 04's):
+TOKEN_LOSSES = ('chunked', 'plain')  # the next-token loss, without the full logits (10) or with
+PREF_LOSSES = ('dpo', 'simpo')  # the preference losses of 14_dpo's `DPOLoss`: a job on pairs
+LOSSES = ('auto',) + TOKEN_LOSSES + PREF_LOSSES  # what --loss takes
+OBJECTIVES = ('text', 'chat') + PREF_LOSSES  # what a run trains for, which its data decides
 REF_MODES = ('auto', 'on', 'off') # --precompute-ref
 # the optimizers `train` offers: the torch.optim class, its settings, and the state tensors it keeps
 # per weight (10_memory's `estimate_memory` counts them)
@@ -110,7 +114,7 @@ class SpeedSettings:
     loss:str='auto'
     # with preference pairs: the reference's log-probs computed once before training and kept in
     # the run directory ('on'), or by the adapters-off forward at each micro-batch ('off');
-    # 'auto': on when the run's steps see every training pair at least once
+    # 'auto': on when the run's steps see as many pairs as the data holds (`resolve`)
     precompute_ref:str='auto'
     autocast:bool|None=None # bf16 autocast; None: on for a GPU that supports bf16
 
@@ -169,6 +173,7 @@ def _check_pref_loss(c:TrainConfig):
         raise ValueError("--precompute-ref on precomputes a reference, but SimPO has none: "
                          "leave --precompute-ref at auto (or off) with --loss simpo")
 
+# %% ../nbs/07_train.ipynb #9f090040
 def _check_config(c:TrainConfig):
     "Raise a ValueError naming the flag, for the first setting of `c` that can't work."
     for k in ('steps', 'bs', 'grad_accum', 'save_every', 'r'):
@@ -189,7 +194,7 @@ def _check_config(c:TrainConfig):
     check_arg('--quant', c.quant, c.quant in quant_flags(), f'one of {quant_flags()}')
     check_arg('--optimizer', c.optimizer, c.optimizer in OPTIMIZERS, f'one of {tuple(OPTIMIZERS)}')
     check_arg('--schedule', c.schedule, c.schedule in SCHEDULES, f'one of {SCHEDULES}')
-    check_arg('--loss', c.loss, c.loss in _losses + PREF_LOSSES, f'one of {_losses + PREF_LOSSES}')
+    check_arg('--loss', c.loss, c.loss in LOSSES, f'one of {LOSSES}')
     check_arg('--beta', c.beta, _is_num(c.beta) and c.beta > 0, 'a number > 0')
     check_arg('--precompute-ref', c.precompute_ref, c.precompute_ref in REF_MODES,
               "'on', 'off' or 'auto'")
@@ -231,11 +236,129 @@ def job_docs(cfg:TrainConfig)->list[str]:
     "The documents of `cfg.data` (files or directories), or Python's reference docs."
     return [d for f in cfg.data for d in read_texts(f, cfg.field)] if cfg.data else pydoc_docs()
 
-def job_dtype(dtype:str, device:torch.device)->torch.dtype:
-    "The base's dtype: 'auto' is bf16 on a GPU that supports it, else float32; or `dtype` itself."
-    if dtype != 'auto': return get_dtype(dtype)
-    bf16 = device.type == 'cuda' and torch.cuda.is_bf16_supported()
-    return torch.bfloat16 if bf16 else torch.float32
+# %% ../nbs/07_train.ipynb #e4f625a5
+def jsonl_files(paths:list|None)->list[Path]:
+    "The .jsonl files of `paths` (files, or directories searched for them), in order."
+    each = lambda p: sorted(p.rglob('*.jsonl')) if p.is_dir() else [p]
+    return [f for p in map(Path, paths or []) for f in each(p) if f.suffix == '.jsonl']
+
+def first_jsonl_row(paths:list|None)->dict|None:
+    "The first line of the first .jsonl file of `paths`, parsed; None if there is none."
+    fs = jsonl_files(paths)
+    if not fs or not fs[0].is_file(): return None
+    with open(fs[0], encoding='utf-8-sig', errors='replace') as f:  # a BOM is not a key
+        first = next((l for l in f if l.strip()), '')
+    try: d = json.loads(first)
+    except json.JSONDecodeError: return None
+    return d if isinstance(d, dict) else None
+
+def jsonl_rows(paths:list|None)->int:
+    "The lines with text in the .jsonl files of `paths`: the rows the data holds, before any split."
+    fs = [f for f in jsonl_files(paths) if f.is_file()]
+    return sum(sum(1 for l in open(f, 'rb') if l.strip()) for f in fs)
+
+# %% ../nbs/07_train.ipynb #09557f61
+def _pref_checks(cfg:TrainConfig, name:str):
+    "Raise, naming the flag and the fix, for a setting a run on preference pairs can't honour."
+    why = f"{name} holds preference pairs (prompt, chosen, rejected)"
+    for k, fix in (('chat', "the pairs' format says how they are tokenized"),
+                   ('pack', "a pair is one row, its chosen and rejected side by side"),
+                   ('all_tokens', "DPO scores the completions, never the prompt")):
+        if getattr(cfg, k):
+            flag = '--' + k.replace('_', '-')
+            raise ValueError(f"{flag} is for conversations, but {why}: leave {flag} off ({fix})")
+    if cfg.loss in TOKEN_LOSSES:
+        raise ValueError(f"--loss {cfg.loss} is a loss on text, but {why}: use --loss "
+                         f"{' or '.join(PREF_LOSSES)}, or leave it at auto (dpo)")
+    if cfg.fsdp and cfg.precompute_ref == 'on':
+        raise ValueError("--precompute-ref on doesn't work with --fsdp yet: use --precompute-ref "
+                         "off (the reference is the adapters-off forward at each micro-batch)")
+
+def objective_of(cfg:TrainConfig)->str:
+    "What the run trains for, one of `OBJECTIVES`: its data's first .jsonl line and `--chat` say."
+    row = first_jsonl_row(cfg.data) or {}
+    if is_pref_row(row):
+        _pref_checks(cfg, jsonl_files(cfg.data)[0].name)
+        return 'dpo' if cfg.loss == 'auto' else cfg.loss
+    if cfg.loss in PREF_LOSSES:
+        raise ValueError(f"--loss {cfg.loss} trains on preference pairs: pass --data with .jsonl "
+                         f"lines of 'prompt', 'chosen' and 'rejected', or use --loss auto, "
+                         f"chunked or plain")
+    if cfg.chat is not None: return 'chat' if cfg.chat else 'text'
+    # a 'prompt' that isn't the text's field is half a conversation: 06b names what it lacks
+    chat = 'messages' in row or 'completion' in row or ('prompt' in row and cfg.field not in row)
+    return 'chat' if chat else 'text'
+
+# %% ../nbs/07_train.ipynb #ea5283b7
+@dataclass
+class Plan(TrainConfig):
+    "The settings a run uses: a `TrainConfig` with every 'auto' and None decided, by `resolve`."
+    objective:str='text' # one of `OBJECTIVES`: what the data makes the run train for
+    token_loss:str='plain' # the next-token loss, 'chunked' or 'plain' (a preference loss's too)
+    given:dict=field(default_factory=dict) # the settings as given, before resolving
+    def __post_init__(self): "Checked as given; `resolve` decides only values that pass."
+    @property
+    def choices(self)->dict:
+        "What `resolve` decided: the objective, and each setting it changed from what was given."
+        quiet = ('chat',) + (() if self.objective == 'dpo' else ('precompute_ref',))  # said already
+        said = {k: v for k in self.given
+                if k not in quiet and (v := getattr(self, k)) != self.given[k]}
+        token = {} if self.token_loss == self.loss else dict(token_loss=self.token_loss)
+        return dict(objective=self.objective) | said | token
+
+def chunks_pay(vocab:int, hidden:int)->bool:
+    "Whether the chunked loss pays: the vocabulary is over twice the hidden size (10_memory)."
+    return vocab > 2 * hidden
+
+# %% ../nbs/07_train.ipynb #49661e63
+def _precompute(cfg:TrainConfig, objective:str)->str:
+    "'on' where a DPO run computes its reference once before training, else 'off'."
+    if objective != 'dpo': return 'off'  # SimPO and text runs have no reference
+    if cfg.precompute_ref != 'auto': return cfg.precompute_ref
+    # one pass over the pairs costs no more forwards than the adapters-off one at every
+    # micro-batch once the steps see as many pairs as the data holds; not under --fsdp yet
+    seen = cfg.steps * cfg.bs * cfg.grad_accum
+    return 'on' if not cfg.fsdp and seen >= jsonl_rows(cfg.data) else 'off'
+
+def resolve(cfg:TrainConfig, # the settings as given
+            mc=None, # the checkpoint's `LlamaConfig`: its vocabulary and context; None: a toy
+            device:str|None=None, # the device to plan for; default: `cfg.device`, or the GPU
+            bf16:bool|None=None, # whether that device computes fast in bf16; default: it says
+            gpu:bool=False, # plan for a GPU with bf16 unless `cfg.device` is 'cpu' (an estimate)
+           )->Plan:
+    "`cfg` with each 'auto' decided by the checkpoint, the data and the machine: the run's `Plan`."
+    if isinstance(cfg, Plan): return cfg
+    if gpu: device, bf16 = ('cpu', False) if cfg.device == 'cpu' else (cfg.device or 'cuda', True)
+    dev = torch.device(device) if device is not None else get_device(cfg.device)
+    if bf16 is None: bf16 = dev.type == 'cuda' and torch.cuda.is_bf16_supported()
+    if mc is not None and cfg.seq_len > (ctx := mc.max_position_embeddings):
+        raise ValueError(f"--seq-len {cfg.seq_len} is longer than the model's context "
+                         f"(max_position_embeddings={ctx}): use at most {ctx}")
+    obj = objective_of(cfg)
+    pays = mc is not None and chunks_pay(mc.vocab_size, mc.hidden_size)
+    token = cfg.loss if cfg.loss in TOKEN_LOSSES else 'chunked' if pays else 'plain'
+    dtype = get_dtype(cfg.dtype if cfg.dtype != 'auto' else 'bf16' if bf16 else 'float32')
+    given = asdict(cfg)
+    return Plan(**given | dict(
+        device=str(dev), dtype=str(dtype).removeprefix('torch.'),
+        autocast=cfg.autocast if cfg.autocast is not None else dev.type == 'cuda' and bf16,
+        loss=obj if obj in PREF_LOSSES else token, chat=obj == 'chat',
+        precompute_ref=_precompute(cfg, obj),
+        eval_every=cfg.eval_every or (max(1, cfg.steps // 5) if cfg.steps >= 25 else cfg.steps),
+        samples=cfg.samples if cfg.samples is not None else min(120, 4 * cfg.steps)),
+        objective=obj, token_loss=token, given=given)
+
+# %% ../nbs/07_train.ipynb #ad2fe8fb
+def settings_changed(cfg:TrainConfig, # the settings now
+                     stored:dict, # settings stored before, as `asdict` wrote them
+                     skip:tuple=(), # names not to compare
+                    )->str:
+    "The settings of `cfg` that differ from `stored`, as 'name: stored -> now', comma-separated."
+    now, default = asdict(cfg), asdict(TrainConfig())
+    # a setting added since `stored` was written had its default
+    stored = {k: stored.get(k, default.get(k)) for k in now.keys() | stored.keys()}
+    diff = [k for k in sorted(stored) if k not in skip and now.get(k) != stored.get(k)]
+    return ', '.join(f"{k}: {stored.get(k)!r} -> {now.get(k)!r}" for k in diff)
 
 # %% ../nbs/07_train.ipynb #3eb32dad
 def _fast_kw(cls, params:list)->dict:
@@ -251,12 +374,11 @@ def make_optimizer(params, # the parameters to train (the LoRA weights)
                    lr:float=2e-3, # the learning rate; `fit`'s schedule sets it at every step
                    weight_decay:float=0.0,
                   )->torch.optim.Optimizer:
-    "The `torch.optim` optimizer that `OPTIMIZERS[name]` describes, on `params`, fused where it can be."
+    "The `torch.optim` optimizer `OPTIMIZERS[name]` describes, on `params`, fused where it can be."
     check_arg('--optimizer', name, name in OPTIMIZERS, f'one of {tuple(OPTIMIZERS)}')
     cls, kw, _ = OPTIMIZERS[name]
     params = list(params)
     return cls(params, lr=lr, weight_decay=weight_decay, **_fast_kw(cls, params), **kw)
-
 
 # %% ../nbs/07_train.ipynb #c191ef12
 @contextlib.contextmanager
@@ -269,24 +391,6 @@ def span(name:str, # what the range is called in a trace, e.g. 'forward'
         try: yield
         finally:
             if nvtx: torch.cuda.nvtx.range_pop()
-
-# %% ../nbs/07_train.ipynb #0d705b82
-def backward_tokens(model:nn.Module, # the model being trained
-                    batches:list, # the micro-batches of one step, as the loader yields them
-                    amp=contextlib.nullcontext(), # a context for forward, e.g. `torch.autocast`
-                    loss_fn:LMLoss|None=None, # the objective (`05b_objective`); None: `LMLoss()`
-                   )->float:
-    "Backpropagate the mean loss over everything `batches` weigh, a micro-batch at a time."
-    loss_fn = loss_fn or LMLoss()
-    bs = [loss_fn.batch(b) for b in batches]
-    n = sum(loss_fn.count(b) for b in bs)
-    dev, loss = next(model.parameters()).device, 0.
-    for b in bs:
-        with span('forward', dev.type == 'cuda'), amp:
-            l = loss_fn(model, b.to(dev), 'sum') / max(n, 1)
-        with span('backward', dev.type == 'cuda'): l.backward()
-        loss += l.item()
-    return loss
 
 # %% ../nbs/07_train.ipynb #3b7ce317
 def grad_checkpointing(model:Llama, on:bool=True)->Llama:
@@ -333,13 +437,13 @@ class LoopState:
     model:nn.Module
     params:list
     opt:torch.optim.Optimizer
-    cfg:TrainConfig
-    loader:PackedLoader # the training rows, in the order the steps draw them
+    plan:Plan # the run's settings, resolved
+    loader:PackedLoader # the batch source: the training rows, in the order the steps draw them
     out:Path|None=None # where instruments write files: `07a_run`'s run directory, or None
     history:list=field(default_factory=list) # the records of the steps done
     step:int=0 # the step being run, counting from 1; in `begin_fit`, the steps already done
-    batches:list|None=None # the step's micro-batches, as the loader yields them: (x, y) tuples
-    rows:list|None=None # the row indices of each micro-batch in the training rows
+    batches:list|None=None # the step's micro-batches, as the source yields them: (x, y) tuples
+    rows:list|None=None # the row indices of each micro-batch in the training rows (a loader's)
     loss:float=math.nan # the step's mean loss per token
     grad_norm:float=math.nan # the total gradient norm, before clipping
     rec:dict|None=None # the step's record, from `after_step` on
@@ -363,10 +467,8 @@ class NonFiniteError(ValueError):
 # %% ../nbs/07_train.ipynb #e4aebe9f
 def _to(t:torch.Tensor|None, dev)->torch.Tensor|None: return None if t is None else t.to(dev)
 
-def _eval_every(cfg:TrainConfig)->int:
-    return cfg.eval_every or (max(1, cfg.steps // 5) if cfg.steps >= 25 else cfg.steps)
-
-def validate(model:nn.Module, data:LMData, cfg:TrainConfig,
+def validate(model:nn.Module, data:LMData,
+             plan:Plan, # the run's settings: its `bs` and `eval_batches`
              loss_fn:LMLoss|None=None, # the loop's objective; None: `LMLoss()`
             )->dict:
     "The record of a validation: 'valid_loss', and `loss_fn.metrics()` prefixed 'valid_'."
@@ -375,94 +477,86 @@ def validate(model:nn.Module, data:LMData, cfg:TrainConfig,
     # a sharded loss (11_fsdp) evaluates with the loss it wraps: every rank scores every row
     f = getattr(loss_fn, 'loss_fn', loss_fn) or LMLoss()
     f.metrics()  # what it measured before is not this validation's
-    loss = evaluate_lm(model, x, y, cfg.bs, cfg.eval_batches, d, f)
+    loss = evaluate_lm(model, x, y, plan.bs, plan.eval_batches, d, f)
     return {'valid_loss': loss} | {f'valid_{k}': v for k, v in f.metrics().items()}
 
 # %% ../nbs/07_train.ipynb #dbd6c1a0
-def _fire(cbs, event:str, s:LoopState):
-    for cb in cbs: getattr(cb, event)(s)
-
 _NAN_FIX = "run with --nan-check (NaNTracer) to name the module that made it"
 
-def _step(s:LoopState, batches, sched, amp, cbs)->dict:
-    "Run step `s.step + 1`, firing the callbacks' events on the way; return its record."
-    s.step, s.skip, nvtx = s.step + 1, False, s.params[0].device.type == 'cuda'
-    with span('data', nvtx):
-        drawn = [(next(batches), s.loader.rows) for _ in range(s.cfg.grad_accum)]
-        s.batches, s.rows = map(list, zip(*drawn))
-    _fire(cbs, 'before_step', s)
-    for g in s.opt.param_groups: g['lr'] = sched(s.step - 1)
-    s.loss = backward_tokens(s.model, s.batches, amp, s.loss_fn)
-    if not math.isfinite(s.loss):
-        raise NonFiniteError(f"the loss is {s.loss} at step {s.step}: {_NAN_FIX}")
-    gn = torch.nn.utils.get_total_norm([p.grad for p in s.params if p.grad is not None])
-    s.grad_norm = gn.item()
-    _fire(cbs, 'after_backward', s)
-    if not (math.isfinite(s.grad_norm) or s.skip):  # its update would spread NaN into every weight
-        raise NonFiniteError(f"the gradient norm is {s.grad_norm} at step {s.step}, not finite, "
-                             f"so the step was not applied: --skip-spikes skips such steps; "
-                             f"or {_NAN_FIX}")
-    with span('optimizer', nvtx):
-        if not s.skip:
-            torch.nn.utils.clip_grads_with_norm_(s.params, s.cfg.clip, gn)
-            s.opt.step()
-        s.opt.zero_grad(set_to_none=True)
-    rec = dict(step=s.step, loss=s.loss, lr=s.opt.param_groups[0]['lr'], grad_norm=s.grad_norm)
-    return rec | s.loss_fn.metrics() | ({'skipped': True} if s.skip else {})
+def _forever(source):
+    while True: yield from source
 
-# %% ../nbs/07_train.ipynb #fe0db75e
-def _use_autocast(device)->bool: return device.type == 'cuda' and torch.cuda.is_bf16_supported()
-
-def _amp(cfg:TrainConfig, dev:torch.device):
-    "bf16 autocast where `cfg.autocast` says (by default on a GPU that supports it), else nothing."
-    on = cfg.autocast if cfg.autocast is not None else _use_autocast(dev)
-    return torch.autocast(dev.type, dtype=torch.bfloat16) if on else contextlib.nullcontext()
-
-def _batches(loader):
-    while True: yield from loader
-
-def _run_step(s:LoopState, data:LMData, batches, sched, amp, cbs)->dict:
-    "One step of `fit`: run it, validate when it is time, and add its record to the history."
-    s.rec = rec = _step(s, batches, sched, amp, cbs)
-    if s.step % _eval_every(s.cfg) == 0 or s.step == s.cfg.steps:
-        rec |= validate(s.model, data, s.cfg, s.loss_fn)
-    _fire(cbs, 'after_step', s)
-    s.history.append(rec)
-    return rec
+def _amp(plan:Plan, dev:torch.device):
+    return (torch.autocast(dev.type, dtype=torch.bfloat16) if plan.autocast
+            else contextlib.nullcontext())
 
 # %% ../nbs/07_train.ipynb #070d9ff2
 def fit(model:nn.Module, # a model whose trainable parameters (the LoRA weights) will be trained
-        data:LMData, # packed train and valid rows, from `lm_data`
-        cfg:TrainConfig|None=None, # the settings (`cfg.out` is `07a_run`'s `train`'s business)
+        data:LMData|None, # train and valid rows (`lm_data`); None: no validation, `source` given
+        cfg:TrainConfig|None=None, # the settings, or their `Plan` (`cfg.out` is 07a's `train`'s)
         callbacks:list=(), # `Callback`s, called in order at each hook point
         loss_fn:LMLoss|None=None, # the objective (05b); None: `LMLoss()`; 10's `ChunkedLMLoss`
         progress:bool=True, # draw a progress bar
-        on_step=None, # `on_step(record)` is called after every step
         group=None, # the processes that share the run (11_fsdp): only the main one draws the bar
+        source=None, # the micro-batches, drawn in turn; None: a `PackedLoader` on `data`'s rows
        )->list[dict]:
-    "Train `model` on `data`; return a record per step: loss, lr, grad norm, and valid loss if any."
-    cfg = cfg or TrainConfig()
-    set_seed(cfg.seed)
-    dev = next(model.parameters()).device
+    "Train `model`; return a record per step: loss, lr, grad norm, and the valid loss if measured."
     params = [p for p in model.parameters() if p.requires_grad]
     if not params: raise ValueError("model has no trainable parameters: add_lora first")
-    opt = make_optimizer(params, cfg.optimizer, cfg.lr, cfg.weight_decay)
-    loader = PackedLoader(data.xt, data.yt, cfg.bs, seed=cfg.seed, doc_ids=data.dt)
-    s = LoopState(model, params, opt, cfg, loader, loss_fn=loss_fn or LMLoss())
-    sched = lr_schedule(cfg.schedule, cfg.steps, cfg.lr, cfg.warmup)
-    amp, batches, bar = _amp(cfg, dev), _batches(loader), None
+    dev = params[0].device
+    plan = resolve(cfg or TrainConfig(), device=str(dev))
+    set_seed(plan.seed)
+    opt = make_optimizer(params, plan.optimizer, plan.lr, plan.weight_decay)
+    source = source or PackedLoader(data.xt, data.yt, plan.bs, seed=plan.seed, doc_ids=data.dt)
+    s = LoopState(model, params, opt, plan, source, loss_fn=loss_fn or LMLoss())
+    sched = lr_schedule(plan.schedule, plan.steps, plan.lr, plan.warmup)
+    amp, nvtx, draw, bar = _amp(plan, dev), dev.type == 'cuda', _forever(source), None
+    fire = lambda event: [getattr(c, event)(s) for c in callbacks]
     model.train()
     try:
-        _fire(callbacks, 'begin_fit', s)
-        if progress and getattr(group, 'main', True): bar = progress_bar(cfg.steps, s.step)
-        while s.step < cfg.steps and not s.stop:
-            rec = _run_step(s, data, batches, sched, amp, callbacks)
-            if bar: _show(bar, rec)
-            if on_step: on_step(rec)
-            _fire(callbacks, 'end_step', s)
+        fire('begin_fit')
+        if progress and getattr(group, 'main', True): bar = progress_bar(plan.steps, s.step)
+        while s.step < plan.steps and not s.stop:
+            s.step, s.skip = s.step + 1, False
+            with span('data', nvtx):
+                drawn = [(next(draw), getattr(source, 'rows', None))
+                         for _ in range(plan.grad_accum)]
+                s.batches, s.rows = map(list, zip(*drawn))
+            fire('before_step')
+            for g in opt.param_groups: g['lr'] = sched(s.step - 1)
+            # the step's loss is the mean over all it weighs (tokens, or pairs), however it is split
+            bs = [s.loss_fn.batch(b) for b in s.batches]
+            n, s.loss = max(sum(s.loss_fn.count(b) for b in bs), 1), 0.
+            for b in bs:
+                with span('forward', nvtx), amp: l = s.loss_fn(model, b.to(dev), 'sum') / n
+                with span('backward', nvtx): l.backward()
+                s.loss += l.item()
+            if not math.isfinite(s.loss):
+                raise NonFiniteError(f"the loss is {s.loss} at step {s.step}: {_NAN_FIX}")
+            gn = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+            s.grad_norm = gn.item()
+            fire('after_backward')
+            if not (math.isfinite(s.grad_norm) or s.skip):  # its update would spread NaN everywhere
+                raise NonFiniteError(f"the gradient norm is {s.grad_norm} at step {s.step}, not "
+                                     f"finite, so the step was not applied: --skip-spikes skips "
+                                     f"such steps; or {_NAN_FIX}")
+            with span('optimizer', nvtx):
+                if not s.skip:
+                    torch.nn.utils.clip_grads_with_norm_(params, plan.clip, gn)
+                    opt.step()
+                opt.zero_grad(set_to_none=True)
+            s.rec = dict(step=s.step, loss=s.loss, lr=opt.param_groups[0]['lr'],
+                         grad_norm=s.grad_norm)
+            s.rec |= s.loss_fn.metrics() | ({'skipped': True} if s.skip else {})
+            if data is not None and (s.step % plan.eval_every == 0 or s.step == plan.steps):
+                s.rec |= validate(model, data, plan, s.loss_fn)
+            fire('after_step')
+            s.history.append(s.rec)
+            if bar: _show(bar, s.rec)
+            fire('end_step')
     finally:
         if bar: bar.close()
-        _fire(callbacks, 'end_fit', s)
+        fire('end_fit')
     return s.history
 
 # %% ../nbs/07_train.ipynb #199d5970
@@ -502,6 +596,7 @@ def plot_history(history:list[dict], # `fit`'s records, or the lines of a run's 
         with atomic_path(path) as t: fig.savefig(t, format='png', dpi=100)
     return fig
 
+# %% ../nbs/07_train.ipynb #3ffd41b0
 def sample_text(model, tok, prompt:str, n:int=120, seed:int=0)->str:
     "`prompt` continued by `n` tokens at most sampled from `model` (temperature 0.8, top-k 20)."
     ctx = model.config.max_position_embeddings
