@@ -342,7 +342,7 @@ def atomic_dir(path:str|Path, # the directory to create or replace
 # %% ../nbs/00_core.ipynb #c88d6358
 def check_not_input(out:str|Path, # a file or directory a command will write
                     flag:str, # how the user named it, e.g. '--out' (or 'out=' in Python)
-                    **inputs, # what the command reads, by name: model=..., adapter=...; None skipped
+                    **inputs, # the command's inputs by name: model=..., adapter=...; None skipped
                    )->Path:
     "Refuse an output that is, lies in, or holds one of `inputs`, by any path, link or hard link."
     o = Path(out).resolve()

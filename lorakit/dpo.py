@@ -247,6 +247,7 @@ def save(self:RefLogps, path:str|Path)->Path:
         _save_file({'keys': keys.view(-1, 12), 'logps': self.logps.contiguous()}, t, meta)
     return Path(path)
 
+# %% ../nbs/14_dpo.ipynb #7667ceb0
 def _damaged(path, why:str)->ValueError:
     return ValueError(f"{path} is not a whole reference log-probs file ({why}): delete it, and "
                       f"it is computed again")

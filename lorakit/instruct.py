@@ -76,6 +76,7 @@ def _json_line(raw:bytes, path:Path, n:int):
     try: return json.loads(line)
     except json.JSONDecodeError as e: raise ChatError(f"{path}:{n}: not JSON ({e.msg})") from None
 
+# %% ../nbs/06b_instruct.ipynb #314db951
 def read_jsonl(path:str|Path, # a .jsonl file
                parse, # `parse(d, where)`: the item of a parsed line, or a `ChatError`
                on_bad:str='stop', # 'stop' at the first bad line, or 'skip' it
@@ -168,7 +169,7 @@ def _lay_out(rs:list, seq_len:int, pad_id:int, pack:bool)->tuple:
         d[r, at:] = len(g)  # the padding: a document of its own
     return x, y, d
 
-# %% ../nbs/06b_instruct.ipynb #13b6b71c
+# %% ../nbs/06b_instruct.ipynb #c512b559
 def cut_note(what:str, # the items: 'pairs', 'conversations'
              n:int, # how many there were
              cut:int, # how many the row cut at its end
@@ -184,6 +185,7 @@ def cut_note(what:str, # the items: 'pairs', 'conversations'
             f"({seq_len + 1} ids): {'; '.join(parts)}, as TRL's {trl} does (max_length="
             f"{seq_len + 1}, truncation_mode='keep_start'); raise seq_len (--seq-len) to keep them")
 
+# %% ../nbs/06b_instruct.ipynb #13b6b71c
 def chat_data(chats:list[Chat], # from `read_chats`
               tok, # the chat model's tokenizer
               seq_len:int, # tokens per row, at most the model's context

@@ -22,7 +22,7 @@ def lora_scale(r:int, # LoRA rank
 
 # %% ../nbs/01_lora.ipynb #bb6c4c18
 def weight_device_dtype(base:nn.Module)->tuple[torch.device, torch.dtype]:
-    "The device and dtype of `base`'s weight, read without building it (a 4-bit layer's is not kept)."
+    "The device and dtype of `base`'s weight, read without building it: a 4-bit layer keeps none."
     if isinstance(base, nn.Linear): return base.weight.device, base.weight.dtype
     # a quantized layer (04_qlora) says its dtype; its packed tensors sit where its weight would
     t = next(iter([*base.parameters(recurse=False), *base.buffers(recurse=False)]), None)

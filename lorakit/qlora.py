@@ -147,11 +147,13 @@ def _nf4_from(tensors, meta)->NF4Weight:
     return NF4Weight(packed, absmax, torch.Size(shape), dtype, blocksize, nested, offset, nbs)
 
 @torch.library.custom_op('lorakit::nf4_mm', mutates_args=())
-def nf4_mm(x:torch.Tensor, packed:torch.Tensor, absmax:torch.Tensor, nested_absmax:torch.Tensor|None,
-           offset:torch.Tensor|None, bias:torch.Tensor|None, shape:list[int], dtype:torch.dtype,
-           blocksize:int, nested_blocksize:int, backend:str)->torch.Tensor:
-    "`x @ W.T + bias`, the dense `W` alive only inside this call: one op that compile can't see into."
-    q = _nf4_from((packed, absmax, nested_absmax, offset), (shape, dtype, blocksize, nested_blocksize))
+def nf4_mm(x:torch.Tensor, packed:torch.Tensor, absmax:torch.Tensor,
+           nested_absmax:torch.Tensor|None, offset:torch.Tensor|None, bias:torch.Tensor|None,
+           shape:list[int], dtype:torch.dtype, blocksize:int, nested_blocksize:int,
+           backend:str)->torch.Tensor:
+    "`x @ W.T + bias`, the dense `W` alive only in this call: one op that compile can't see into."
+    q = _nf4_from((packed, absmax, nested_absmax, offset),
+                  (shape, dtype, blocksize, nested_blocksize))
     b = None if bias is None else bias.to(x.dtype)
     return F.linear(x, dequantize_for_matmul(q, x.dtype, backend), b)
 
@@ -160,7 +162,8 @@ def nf4_mm_grad(g:torch.Tensor, packed:torch.Tensor, absmax:torch.Tensor,
                 nested_absmax:torch.Tensor|None, offset:torch.Tensor|None, shape:list[int],
                 dtype:torch.dtype, blocksize:int, nested_blocksize:int, backend:str)->torch.Tensor:
     "`g @ W`, the input's gradient, `W` dequantized again from the 4-bit state."
-    q = _nf4_from((packed, absmax, nested_absmax, offset), (shape, dtype, blocksize, nested_blocksize))
+    q = _nf4_from((packed, absmax, nested_absmax, offset),
+                  (shape, dtype, blocksize, nested_blocksize))
     return g.matmul(dequantize_for_matmul(q, g.dtype, backend))
 
 @nf4_mm.register_fake
