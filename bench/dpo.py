@@ -46,13 +46,13 @@ METRICS = ('loss', 'rewards/chosen', 'rewards/rejected', 'rewards/margins', 'rew
 
 def hf_tokenizer():
     from transformers import AutoTokenizer
-    from lorakit.model import smollm2_checkpoint
+    from lorakit.gguf import smollm2_checkpoint
     return AutoTokenizer.from_pretrained(smollm2_checkpoint())
 
 def pairs(a)->list[dict]:
     "The step's `a.pairs` pairs as TRL's rows, each sequence at most `a.seq_len` tokens as TRL tokenizes them."
     from lorakit.data import load_tokenizer
-    from lorakit.model import smollm2_checkpoint
+    from lorakit.gguf import smollm2_checkpoint
     from lorakit.prefs import Pair, encode_pair
     try:
         from lorakit.prefs import pydoc_prefs
@@ -93,7 +93,7 @@ def trl_side(a, pre:bool):
     from transformers.utils import logging as hf_logging
     from peft import LoraConfig
     from trl import DPOConfig, DPOTrainer
-    from lorakit.model import smollm2_checkpoint
+    from lorakit.gguf import smollm2_checkpoint
     from lorakit.inject import find_targets, set_module
     hf_logging.set_verbosity_error()
     tok, diff, n_diff, n_w = hf_tokenizer(), 0., 0, 0
@@ -147,7 +147,8 @@ def trl_side(a, pre:bool):
 def lorakit_side(a, pre:bool):
     "lorakit's model, data and DPO loss; returns (model, step, metrics of a step, extras)."
     import torch
-    from lorakit.model import Llama, smollm2_checkpoint
+    from lorakit.model import Llama
+    from lorakit.gguf import smollm2_checkpoint
     from lorakit.qlora import QuantSpec
     from lorakit.inject import add_lora, lora_modules
     from lorakit.data import load_tokenizer

@@ -75,7 +75,7 @@ def main():
     ap.add_argument('--seq-len', type=int, default=256)
     ap.add_argument('--new-tokens', type=int, default=96, help="the length of SmolLM2's own (rejected) answers")
     a = ap.parse_args()
-    from lorakit.model import smollm2_checkpoint
+    from lorakit.gguf import smollm2_checkpoint
     from lorakit.data import load_tokenizer
     from lorakit.prefs import pref_data, write_prefs
     ck = smollm2_checkpoint()

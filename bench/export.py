@@ -164,7 +164,7 @@ def main():
     ap.add_argument('--new-tokens', type=int, default=32)
     ap.add_argument('--reps', type=int, default=3)
     a = ap.parse_args()
-    from lorakit.model import smollm2_checkpoint
+    from lorakit.gguf import smollm2_checkpoint
     from lorakit.gguf import gemma3_gguf, llama_cpp_python
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

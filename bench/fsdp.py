@@ -47,7 +47,7 @@ def mib(b): return b / 2**20
 
 def checkpoint(which):
     from lorakit.pretrain import base_path
-    from lorakit.model import smollm2_checkpoint
+    from lorakit.gguf import smollm2_checkpoint
     return base_path() if which == 'base' else smollm2_checkpoint()
 
 def vm(key):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Fused projections (05's `fused_linear`) on a QLoRA step of SmolLM2-135M: on against off, and the costs around them.
+"""Fused projections (04b's `fused_linear`) on a QLoRA step of SmolLM2-135M: on against off, and the costs around them.
 
     python bench/fuse.py                  # batch 2 x 256, all-linear r 8, fp32 CPU: step times, peak RSS, the mm profile
     python bench/fuse.py --quick          # 3 timed rounds, no profile: a check that the script runs
@@ -19,7 +19,8 @@ def parse_mode(s): return {'True': True, 'False': False, 'lora': 'lora'}[s]
 
 def build(a):
     import torch
-    from lorakit.model import Llama, smollm2_checkpoint
+    from lorakit.model import Llama
+    from lorakit.gguf import smollm2_checkpoint
     from lorakit.qlora import QuantSpec
     from lorakit.inject import add_lora
     from lorakit.objective import LMBatch

@@ -64,7 +64,8 @@ def build(kind, a, dev, dt):
             set_module(model, n, l4.to(dev))
         model = get_peft_model(model.to(dev), LoraConfig(r=a.r, lora_alpha=2*a.r, target_modules='all-linear', lora_dropout=0.), autocast_adapter_dtype=False)
         return model, lambda x: model(input_ids=x, labels=x).loss  # transformers shifts `labels` itself
-    from lorakit.gguf import load_llama, gemma3_gguf
+    from lorakit.gguf import gemma3_gguf
+    from lorakit.checkpoint import load_llama
     from lorakit.qlora import QuantSpec
     from lorakit.inject import add_lora
     from lorakit.objective import LMLoss, LMBatch
@@ -102,7 +103,8 @@ def logits(a):
     import torch
     warnings.filterwarnings('ignore')
     from lorakit.core import get_device, get_dtype
-    from lorakit.gguf import load_llama, gemma3_gguf
+    from lorakit.gguf import gemma3_gguf
+    from lorakit.checkpoint import load_llama
     dev, dt = get_device(a.device), get_dtype(a.dtype)
     hf = hf_model(dt).to(dev).eval()
     x = tokens(a, hf.config.vocab_size, dev)[:1]

@@ -48,7 +48,7 @@ def main():
     import torch
     from lorakit.train import TrainConfig
     from lorakit.finetune import load_job
-    from lorakit.model import smollm2_checkpoint
+    from lorakit.gguf import smollm2_checkpoint
     cfg = TrainConfig(model=str(smollm2_checkpoint()) if a.smollm2 else None, bs=a.bs, seq_len=a.seq, steps=a.steps, eval_every=10**6, eval_batches=1, samples=0)
     job = load_job(cfg)
     model, data = job.model, job.data

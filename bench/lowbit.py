@@ -207,7 +207,7 @@ def sweep_plot(rows:list, a, path:str):
 
 def sweep(a):
     import lorakit.lowbit  # noqa: F401 (registers hqq4, hqq3, hqq2, ternary)
-    from lorakit.model import smollm2_checkpoint
+    from lorakit.gguf import smollm2_checkpoint
     ckpt = smollm2_checkpoint()
     kinds = a.kinds.split(',')
     bad = [k for k in kinds if k not in KINDS]

@@ -63,7 +63,7 @@ def step_run(kind:str, bs:int, seq:int, steps:int, warmup:int, threshold:int=0, 
 def predicted_mib(bs:int, seq:int, r:int=8)->float:
     "`estimate_memory`'s peak for lorakit's side: SmolLM2, NF4, float32, chunked loss, all-linear r `r`, no dropout."
     from lorakit.memory import estimate_memory
-    from lorakit.model import smollm2_checkpoint
+    from lorakit.gguf import smollm2_checkpoint
     from lorakit.train import TrainConfig
     job = TrainConfig(quant='nf4', r=r, bs=bs, seq_len=seq, dtype='float32', dropout=0., loss='chunked')
     return estimate_memory(job, smollm2_checkpoint()).peak / 2**20

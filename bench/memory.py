@@ -47,7 +47,8 @@ def mib(b): return b / 2**20
 
 def lorakit_model(which, quant, ckpt=False, r=8, dropout=0.05):
     "The shipped base or SmolLM2 (float32, NF4 or not) with all-linear LoRA, and the path of its config."
-    from lorakit.model import Llama, smollm2_checkpoint
+    from lorakit.model import Llama
+    from lorakit.gguf import smollm2_checkpoint
     from lorakit.pretrain import base_path
     from lorakit.inject import add_lora
     from lorakit.qlora import QuantSpec
@@ -162,7 +163,7 @@ def lorakit_vs_peft(a):
     "Table 3: peak tracked memory and median step time of lorakit (chunked and plain loss) and PEFT + bnb, the same batch."
     from lorakit.memory import measure_steps, ChunkedLMLoss
     from lorakit.objective import LMLoss, LMBatch
-    from lorakit.model import smollm2_checkpoint
+    from lorakit.gguf import smollm2_checkpoint
     cfg = smollm2_checkpoint()
     ckpts = (False, True) if a.ckpt else (False,)
     peft_loss = lambda m, b: m(input_ids=b.x, labels=b.x).loss  # what a PEFT user writes; transformers shifts the labels

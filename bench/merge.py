@@ -17,7 +17,8 @@ from pathlib import Path
 import torch, torch.nn.functional as F
 from lorakit.train import TrainConfig
 from lorakit.finetune import finetune, Job
-from lorakit.model import Llama, smollm2_checkpoint
+from lorakit.model import Llama
+from lorakit.gguf import smollm2_checkpoint
 from lorakit.adapters import load_adapter, merged_model
 from lorakit.qlora import QuantSpec
 

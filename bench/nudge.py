@@ -73,7 +73,7 @@ def main():
               f"\n| full default job | {full:.1f} | 1 |", flush=True)
 
     if a.smollm2 or a.quick:
-        from lorakit.model import smollm2_checkpoint
+        from lorakit.gguf import smollm2_checkpoint
         sst = 3 if a.quick else 8
         print(f"\n## SmolLM2-135M-Instruct's proxy: {sst} steps of 4 x 32, 128 rows, 2 seeds, from lr 1e-4\n", flush=True)
         cfg = replace(proxy_config(TrainConfig(model=str(smollm2_checkpoint())), steps=sst, bs=4, seq_len=32), lr=1e-4)

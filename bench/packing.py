@@ -71,7 +71,7 @@ def main():
     docs = [tok.encode(t, bos=True, eos=True) for t in paras]
     run("the shipped base (byte tokens), QLoRA, paragraphs of Python's docs", base, docs, 256, 8, tok.eos_id, 1 if a.quick else a.reps)
     if a.quick: return
-    from lorakit.model import smollm2_checkpoint
+    from lorakit.gguf import smollm2_checkpoint
     from lorakit.instruct import pydoc_chats, encode_chat
     ck = smollm2_checkpoint(); tok = load_tokenizer(ck)
     smol = add_lora(Llama.from_pretrained(ck, dtype='float32', device='cpu', quant=QuantSpec()), dropout=0.)

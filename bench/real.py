@@ -121,7 +121,7 @@ def gemm_parts(a):
 def build(kind, a, dev, dt):
     "The model of configuration `kind`, and a function of (x, y) that returns the step's loss."
     import torch, torch.nn as nn
-    from lorakit.model import smollm2_checkpoint
+    from lorakit.gguf import smollm2_checkpoint
     ckpt = smollm2_checkpoint()
     if kind.startswith('peft'):
         import bitsandbytes as bnb
@@ -233,8 +233,9 @@ def profile(a):
 
 def config():
     "SmolLM2-135M-Instruct's `LlamaConfig`."
-    from lorakit.model import smollm2_checkpoint, LlamaConfig
-    return LlamaConfig.from_dict(json.loads((smollm2_checkpoint()/'config.json').read_text()))
+    from lorakit.gguf import smollm2_checkpoint
+    from lorakit.checkpoint import read_model_config
+    return read_model_config(smollm2_checkpoint())
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

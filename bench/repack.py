@@ -14,8 +14,9 @@ On a CPU whose repacked kernels crash, the 'on' rows say so in a line instead.
 import argparse, re, statistics, time
 from pathlib import Path
 import torch
-from lorakit.gguf import LlamaCpp
-from lorakit.model import Llama, smollm2_gguf
+from lorakit.gguf import LlamaCpp, smollm2_gguf
+from lorakit.model import Llama
+import lorakit.checkpoint  # Llama.from_gguf (05d)
 
 PROMPT = '<|im_start|>user\nExplain recursion in Python, with an example.<|im_end|>\n<|im_start|>assistant\n'
 

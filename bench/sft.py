@@ -23,7 +23,8 @@ def main():
     warnings.filterwarnings('ignore')
     from lorakit.core import set_seed
     from lorakit.data import load_tokenizer
-    from lorakit.model import Llama, smollm2_checkpoint, generate
+    from lorakit.model import Llama, generate
+    from lorakit.gguf import smollm2_checkpoint
     from lorakit.inject import add_lora
     from lorakit.qlora import QuantSpec
     from lorakit.train import TrainConfig

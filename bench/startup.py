@@ -47,7 +47,7 @@ PHASES = (('python', 'interpreter start'), ('imports', 'imports'), ('job', 'read
 _FIRST = re.compile(r'\b1/\d+ \[')  # tqdm's bar after step 1
 
 def _ckpt()->str:
-    out = subprocess.run([sys.executable, '-c', 'from lorakit.model import smollm2_checkpoint as c; print(c())'],
+    out = subprocess.run([sys.executable, '-c', 'from lorakit.gguf import smollm2_checkpoint as c; print(c())'],
                          capture_output=True, text=True, check=True)
     return out.stdout.strip().splitlines()[-1]
 
@@ -143,7 +143,7 @@ def conversion()->float:
     "Seconds of the SmolLM2 checkpoint's first-ever conversion, into a temp cache, in a fresh process."
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
-        subprocess.run([sys.executable, '-c', 'from lorakit.model import smollm2_checkpoint as c; c()'],
+        subprocess.run([sys.executable, '-c', 'from lorakit.gguf import smollm2_checkpoint as c; c()'],
                        check=True, env=os.environ | dict(LORAKIT_CACHE=tmp))
         return time.perf_counter() - t
 
@@ -151,7 +151,7 @@ def quantize_cost(reps:int)->str:
     "lorakit's NF4 quantize of every SmolLM2 linear weight against bitsandbytes', in turn; its input check on its own."
     import torch, bitsandbytes.functional as bnbF
     from safetensors.torch import load_file
-    from lorakit.model import smollm2_checkpoint
+    from lorakit.gguf import smollm2_checkpoint
     from lorakit.nf4 import quantize_nf4, check_quantizable
     sd = load_file(str(smollm2_checkpoint()/'model.safetensors'))
     ws = [w for k, w in sd.items() if w.ndim == 2 and 'proj' in k]

@@ -14,7 +14,7 @@ from .core import *
 from .inject import add_lora, lora_modules, lora_state_dict, unload_lora
 from .qlora import QUANT_KINDS, QuantLinear, QuantSpec, merge_to_16bit
 from .model import Llama
-from .gguf import load_llama
+from .checkpoint import load_llama
 from .data import load_tokenizer
 
 # %% auto #0

@@ -15,7 +15,7 @@ from fastcore.basics import ifnone
 __all__ = ['set_seed', 'get_device', 'get_dtype', 'ParamCount', 'count_params', 'Block', 'ProxyData', 'proxy_task', 'CheckError',
            'cross_entropy', 'assert_loss_at_init', 'overfit_one_batch', 'check_arg', 'evaluate', 'fit_proxy',
            'plot_curves', 'atomic_path', 'is_atomic_tmp', 'clean_tmp', 'check_out_dir', 'atomic_dir', 'check_not_input',
-           'run_proxy']
+           'cache_dir', 'run_proxy']
 
 # %% ../nbs/00_core.ipynb #24e13f04
 def set_seed(seed:int=42, # seed for Python's `random`, NumPy and torch (CPU and every GPU)
@@ -355,6 +355,12 @@ def check_not_input(out:str|Path, # a file or directory a command will write
             raise ValueError(f"{flag} {out} {how} the {what} {p}: an output never replaces an "
                              f"input, even with --overwrite; pick another {flag}")
     return Path(out)
+
+# %% ../nbs/00_core.ipynb #46607523
+def cache_dir(name:str)->Path:
+    "`$LORAKIT_CACHE/name`, else `lorakit/name` in `$XDG_CACHE_HOME`, else in ~/.cache."
+    if os.environ.get('LORAKIT_CACHE'): return Path(os.environ['LORAKIT_CACHE'])/name
+    return Path(os.environ.get('XDG_CACHE_HOME') or Path.home()/'.cache')/'lorakit'/name
 
 # %% ../nbs/00_core.ipynb #565b101d
 def run_proxy(sz:int=16, # width of `Block`, and the number of classes

@@ -11,7 +11,8 @@ from typing import NamedTuple
 import numpy as np, torch
 from tokenizers import Tokenizer
 from .core import atomic_path
-from .gguf import GGUFFile, tensor_shapes
+from .gguf import GGUFFile
+from .checkpoint import tensor_shapes
 
 # %% auto #0
 __all__ = ['ByteTokenizer', 'HFTokenizer', 'load_tokenizer', 'read_texts', 'pydoc_docs', 'play_text', 'shakespeare', 'split_docs',
@@ -61,9 +62,9 @@ def _config_specials(d:Path)->dict:
     "The bos_token and eos_token that `d/tokenizer_config.json` names, as text; {} if no file."
     f = d/'tokenizer_config.json'
     if not f.exists(): return {}
-    cfg = json.loads(f.read_text(encoding='utf-8-sig'))
+    tc = json.loads(f.read_text(encoding='utf-8-sig'))
     text = lambda v: v.get('content') if isinstance(v, dict) else v
-    return {k: text(cfg.get(f'{k}_token')) for k in ('bos', 'eos')}
+    return {k: text(tc.get(f'{k}_token')) for k in ('bos', 'eos')}
 
 def _adds_bos(tok:Tokenizer, bos_id:int|None)->bool:
     "Whether the model reads texts after BOS: as transformers, from its post-processor's template."
@@ -85,10 +86,10 @@ class HFTokenizer:
         if not self.path.is_file():
             raise FileNotFoundError(f"{self.path} not found: pass a tokenizer.json, or the "
                                     f"checkpoint directory that holds one")
-        self.tok, cfg = Tokenizer.from_file(str(self.path)), _config_specials(self.path.parent)
+        self.tok, sp = Tokenizer.from_file(str(self.path)), _config_specials(self.path.parent)
         self.vocab_size = self.tok.get_vocab_size()
-        self.bos_id = self._special_id('bos', bos or cfg.get('bos'), _BOS_NAMES, required=False)
-        self.eos_id = self._special_id('eos', eos or cfg.get('eos'), _EOS_NAMES, required=True)
+        self.bos_id = self._special_id('bos', bos or sp.get('bos'), _BOS_NAMES, required=False)
+        self.eos_id = self._special_id('eos', eos or sp.get('eos'), _EOS_NAMES, required=True)
         self.add_bos = _adds_bos(self.tok, self.bos_id)  # does the model start with BOS?
 
     def _special_id(self, kind, name, usual, required):
@@ -644,12 +645,12 @@ def save_pretrained(self:HFTokenizer, d:str|Path, # an existing directory, e.g. 
     "Write `tokenizer.json` and `tokenizer_config.json` (BOS, EOS, template) to `d`; their names."
     d = Path(d)
     name = lambda i: None if i is None else self.tok.id_to_token(i)
-    cfg = dict(tokenizer_class='PreTrainedTokenizerFast', bos_token=name(self.bos_id),
+    tc = dict(tokenizer_class='PreTrainedTokenizerFast', bos_token=name(self.bos_id),
                eos_token=name(self.eos_id), add_bos_token=self.add_bos)
     # a GGUF file's own, even None: never a neighbour's
     t = self._template if hasattr(self, '_template') else chat_template(self.path.parent)
-    if t is not None: cfg['chat_template'] = t
+    if t is not None: tc['chat_template'] = t
     with atomic_path(d/'tokenizer.json') as tmp: self.tok.save(str(tmp))
     with atomic_path(d/'tokenizer_config.json') as tmp:
-        tmp.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + '\n', encoding='utf-8')
+        tmp.write_text(json.dumps(tc, indent=2, ensure_ascii=False) + '\n', encoding='utf-8')
     return ['tokenizer.json', 'tokenizer_config.json']

@@ -11,7 +11,8 @@ from .core import *
 from .model import Llama, LlamaConfig, rope_frequencies
 from .qlora import QuantLinear
 from .inject import lora_modules
-from .gguf import gguf_name, GGUFFile, load_llama, read_model_config
+from .gguf import gguf_name, GGUFFile
+from .checkpoint import load_llama, read_model_config
 from .data import ByteTokenizer, HFTokenizer, chat_template
 from .adapters import merged_model
 

@@ -15,7 +15,7 @@ from .core import *
 from .lora import LoRALinear
 from .inject import add_lora, find_targets, lora_summary
 from .model import Llama, LlamaConfig, generate
-from .gguf import load_llama, read_model_config
+from .checkpoint import load_llama, read_model_config
 from .data import *
 from .objective import evaluate_lm, eval_rows
 from .pretrain import base_path
@@ -29,7 +29,7 @@ from .nudge import ProxyRun, proxy_config
 from .instruct import read_chats, chat_data
 from .prefs import Pair, read_prefs, pref_data
 from .dpo import DPOLoss, RefLogps, precompute_ref, ref_key
-from .model import cache_dir
+from .core import cache_dir
 
 # %% auto #0
 __all__ = ['REF_FILE', 'chat_job_data', 'pref_job_data', 'job_rows', 'Job', 'Measured', 'finetune', 'load_job', 'first_steps',

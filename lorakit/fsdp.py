@@ -23,8 +23,7 @@ from .inject import *
 from .nf4 import *
 from .qlora import *
 from .model import *
-from .model import check_weight_names, read_weight
-from .gguf import weight_sources
+from .checkpoint import check_weight_names, read_weight, weight_sources
 from .objective import *
 from .train import *
 from .run import *

@@ -16,7 +16,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 from .core import *
 from .model import Llama, LlamaConfig
 from .qlora import QuantSpec, QUANT_KINDS
-from .gguf import GGUFFile, gguf_config
+from .checkpoint import read_model_config
 from .inject import find_targets
 from .objective import LMLoss, LMBatch
 from .train import (Callback, LoopState, OPTIMIZERS, PREF_LOSSES, TOKEN_LOSSES, Plan,
@@ -289,28 +289,7 @@ def _sized(d:dict, src:str)->dict:
 
 def read_llama_config(config)->LlamaConfig:
     "A `LlamaConfig` from a config.json, a directory holding one, a .gguf file, a dict or a config."
-    if isinstance(config, LlamaConfig):
-        _sized(asdict(config), 'the LlamaConfig')
-        return config
-    # a dict written by hand may leave model_type out
-    if isinstance(config, dict):
-        return LlamaConfig.from_dict({'model_type': 'llama', **_sized(config, 'the config')})
-    p = Path(config)
-    if p.suffix == '.gguf':
-        cfg = gguf_config(GGUFFile(p))
-        _sized(asdict(cfg), str(p))
-        return cfg
-    if p.is_dir(): p = p/'config.json'
-    if not p.is_file():
-        raise FileNotFoundError(f"{p} does not exist: pass a checkpoint directory, its "
-                                "config.json, or a .gguf file")
-    try: d = json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{p} is not a Llama config.json ({e})") from None
-    if not isinstance(d, dict): raise ValueError(f"{p} is not a Llama config.json (not an object)")
-    try: return LlamaConfig.from_dict(_sized(d, str(p)))
-    except (KeyError, TypeError) as e:
-        raise ValueError(f"{p} is not a Llama config.json ({e})") from None
+    return read_model_config(config, check=_sized)  # 05d's one reader, every size checked first
 
 # %% ../nbs/10_memory.ipynb #dd8ef7a8
 _IN = lambda c: dict(q_proj=c.hidden_size, k_proj=c.hidden_size, v_proj=c.hidden_size,

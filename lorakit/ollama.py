@@ -12,7 +12,7 @@ from safetensors import safe_open, SafetensorError
 from safetensors.torch import load_file
 from .core import *
 from .model import LlamaConfig
-from .gguf import read_model_config, tensor_shapes
+from .checkpoint import read_model_config, tensor_shapes
 from .data import render_chat
 from .export import gguf_arch, gguf_tensor_name, to_llama_cpp
 
