@@ -563,7 +563,7 @@ def llama_cpp_python(version:str=LLAMA_CPP_PYTHON, # a llama-cpp-python release 
     return d
 
 # %% ../nbs/05a_gguf.ipynb #a66607af
-_CHILD = r'''
+_CHILD_LOAD = r'''
 import json, os, sys
 answers = os.fdopen(os.dup(1), 'w')  # llama.cpp may print: its stdout goes to stderr
 os.dup2(2, 1)
@@ -585,7 +585,10 @@ except Exception:  # again, with llama.cpp's log on stderr: it says what was wro
     try: llm = load(True)
     except Exception as e: sys.exit(f'{type(e).__name__}: {e}')
 vocab = llama_cpp.llama_model_get_vocab(llm.model)
+'''
 
+# %% ../nbs/05a_gguf.ipynb #4da2d03a
+_CHILD_OPS = r'''
 def logits(ids, out):
     llm.reset()
     llm.eval(ids)
@@ -614,7 +617,10 @@ def render_chat(messages, add_generation_prompt):
         if n < 0: raise ValueError("llama_chat_apply_template doesn't know this template")
         if n <= size: return buf[:n].decode()
         size = n + 1
+'''
 
+# %% ../nbs/05a_gguf.ipynb #3a4f61e4
+_CHILD_SERVE = r'''
 def meta(key): return llm.metadata.get(key)
 
 ops = dict(logits=logits, greedy=greedy, tokenize=tokenize, render_chat=render_chat, meta=meta)
@@ -628,6 +634,7 @@ for line in sys.stdin:  # until the parent closes the pipe, or dies
     try: answer({'ok': ops[req['op']](*req['args'])})
     except Exception as e: answer({'error': f'{type(e).__name__}: {e}'})
 '''
+_CHILD = _CHILD_LOAD + _CHILD_OPS + _CHILD_SERVE  # the child's program: it loads, then answers
 
 # %% ../nbs/05a_gguf.ipynb #5ccde9b2
 class LlamaCpp:
@@ -635,12 +642,8 @@ class LlamaCpp:
     def __init__(self, path:str|Path, # a .gguf model file
                  lora:str|Path|None=None, # a GGUF LoRA adapter applied to it, as `--lora`
                  n_ctx:int=512, # the context length: prompt and new tokens together
-                 # the KV cache's type: llama.cpp's default 'f16', or 'f32', which keeps an
-                 # f32 file's logits within float32 rounding of lorakit's
-                 kv:str='f16',
-                 # llama.cpp's weight repacking (its extra buffer types): off, the same path on
-                 # every CPU, since it crashes on AMX CPUs
-                 repack:bool=False,
+                 kv:str='f16', # the KV cache's type: 'f16' (llama.cpp's), or 'f32' (exact)
+                 repack:bool=False, # llama.cpp's weight repacking: off, as it crashes on AMX
                  verbose:bool=False, # keep llama.cpp's log, for `log()`
                 ):
         if not isinstance(n_ctx, int) or n_ctx < 1:
@@ -667,10 +670,16 @@ class LlamaCpp:
             raise
         self.n_vocab, self.repack = first['n_vocab'], first['repack']
 
-    def __enter__(self): return self
-    def __exit__(self, *exc): self.close()
-    def __del__(self): self.close()
-    def __repr__(self): return f"LlamaCpp('{self.path}', lora={self.lora!r}, n_ctx={self.n_ctx})"
+# %% ../nbs/05a_gguf.ipynb #7770762a
+@patch
+def __enter__(self:LlamaCpp): return self
+@patch
+def __exit__(self:LlamaCpp, *exc): self.close()
+@patch
+def __del__(self:LlamaCpp): self.close()
+@patch
+def __repr__(self:LlamaCpp):
+    return f"LlamaCpp('{self.path}', lora={self.lora!r}, n_ctx={self.n_ctx})"
 
 # %% ../nbs/05a_gguf.ipynb #957bc65e
 _LOG_ERROR = re.compile(r'error|fail|wrong|missing|invalid|bad |abort|assert', re.I)
