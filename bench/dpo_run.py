@@ -18,9 +18,11 @@ to 11.5, yet the greedy answers after were numbered lists, not the docs: DPO pus
 and the chosen up 21, the known over-optimization once the loss is near 0 (step 10 here). Read the answers, not only
 the rewards; fewer steps, a larger --beta or a lower --lr are the knobs.
 """
-import argparse, json, subprocess, sys, time
+import argparse, datetime, json, platform, subprocess, sys, time
 from pathlib import Path
 import torch
+
+RECORD = Path(__file__).resolve().parent.parent/'nbs'/'baselines'/'dpo_run.json'
 
 def own_answers(model, tok, chats, n:int, bs:int=8)->list[str]:
     "The model's greedy answer to each conversation's question, `n` tokens at most, batched with left padding."
@@ -74,6 +76,7 @@ def main():
     ap.add_argument('--bs', type=int, default=4)
     ap.add_argument('--seq-len', type=int, default=256)
     ap.add_argument('--new-tokens', type=int, default=96, help="the length of SmolLM2's own (rejected) answers")
+    ap.add_argument('--write', action='store_true', help=f"write the run's record to nbs/baselines/{RECORD.name} (14_dpo plots it)")
     a = ap.parse_args()
     from lorakit.gguf import smollm2_checkpoint
     from lorakit.data import load_tokenizer
@@ -89,12 +92,33 @@ def main():
            '--seq-len', str(a.seq_len), '--warmup', str(max(1, a.steps // 10)), '--samples', '0',
            '--eval-every', str(max(1, a.steps // 4)), '--overwrite']
     print('$', ' '.join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
+    said = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
+    print(said, end='', flush=True)
     from lorakit.prefs import read_prefs
     ps, _ = read_prefs(prefs)
     _, held, _ = pref_data(ps, tok, a.seq_len, seed=0)  # the job's split: the same pairs, seq_len and seed
-    for q, ref, before, after in answers(ck, tok, out/'run'/'adapter', held[:2], 64):
+    said_answers = answers(ck, tok, out/'run'/'adapter', held[:2], 64)
+    for q, ref, before, after in said_answers:
         print(f"\n### {q}\n--- the docs' answer ---\n{ref[:300]}\n--- before (adapters off) ---\n{before}"
               f"\n--- after ---\n{after}")
+    if a.write: write_record(a, cmd, said, out/'run', said_answers)
+
+def write_record(a, cmd:list, said:str, run:Path, said_answers:list):
+    "The run as 14_dpo shows it: what the command printed, its metrics a record a line, and the answers before and after."
+    import lorakit
+    from lorakit.core import atomic_path
+    metrics = [json.loads(l) for l in (run/'metrics.jsonl').read_text().splitlines()]
+    rec = dict(about="A DPO run of lorakit-train on SmolLM2-135M-Instruct (QLoRA), as bench/dpo_run.py makes it; plotted by nbs/14_dpo.ipynb",
+               made_by='python bench/dpo_run.py --out DIR --write', command=' '.join(['lorakit-train'] + cmd[1:]).replace(str(run.parent), 'OUT'),
+               said=[l.replace(str(run.parent), 'OUT') for l in said.splitlines()],
+               answers=[dict(question=q, docs=ref[:300], before=b, after=f) for q, ref, b, f in said_answers],
+               torch=torch.__version__, lorakit=lorakit.__version__,
+               machine=f"{platform.machine()}, {torch.get_num_threads()} threads, {torch.backends.cpu.get_cpu_capability()}",
+               date=datetime.date.today().isoformat())
+    head = json.dumps(rec, indent=1)[:-2]
+    text = head + ',\n "metrics": [\n' + ',\n'.join('  ' + json.dumps(m) for m in metrics) + '\n ]\n}\n'
+    assert json.loads(text) == json.loads(json.dumps(rec | dict(metrics=metrics)))
+    with atomic_path(RECORD) as t: t.write_text(text)
+    print(f"wrote {RECORD}", file=sys.stderr)
 
 if __name__ == '__main__': main()

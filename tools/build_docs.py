@@ -23,10 +23,10 @@ def directives(src:str)->dict:
 
 def strip_directives(src:str)->str: return '\n'.join(l for l in src.splitlines() if not l.startswith('#|')).strip()
 
-def notebooks()->list:
-    "The notebooks in reading order, as nbdev-test finds them, without the index (the README is the landing page)."
+def notebooks(only:list=None)->list:
+    "The notebooks in reading order, as nbdev-test finds them, without the index (the README is the landing page); `only` these stems if given."
     from nbdev.doclinks import nbglob
-    return sorted(Path(p) for p in nbglob(NBS) if Path(p).name != 'index.ipynb')
+    return sorted(Path(p) for p in nbglob(NBS) if Path(p).name != 'index.ipynb' and (not only or Path(p).stem in only))
 
 def title(nb:dict, fallback:str)->str:
     for c in nb['cells']:
@@ -82,8 +82,8 @@ def own_doc(obj, cls=None)->str|None:
 
 def _cell(s:str)->str: return s.replace('|', '\\|').replace('\n', ' ')
 
-def show_doc_md(obj, name:str, level:int=3, cls=None)->str:
-    "Markdown for one symbol (a method of `cls`): heading with a source link, signature, docstring, and a table of its docments."
+def show_doc_md(obj, name:str, level:int=3, cls=None, fold:bool=False)->str:
+    "Markdown for one symbol (a method of `cls`): heading with a source link, signature, docstring, and a table of its docments (folded if `fold`)."
     from fastcore.docments import docments
     obj = getattr(obj, '_init_fn', obj) if type(obj).__name__ == 'CustomOpDef' else obj  # torch.library.custom_op
     kind = 'class' if inspect.isclass(obj) else 'def'
@@ -107,12 +107,13 @@ def show_doc_md(obj, name:str, level:int=3, cls=None)->str:
     rows = [(k, v, declared.get(k, inspect.Parameter.empty)) for k, v in dm.items() if k not in ('self', 'return')]
     rows = [(k, v, a) for k, v, a in rows if v.get('docment') or a is not inspect.Parameter.empty]
     if rows:
+        if fold: out += [f'<details class="lk-params"><summary>{len(rows)} parameter{"s"[:len(rows)>1]}</summary>', '']
         out += ['| | Type | Default | Details |', '|---|---|---|---|']
         out += [f"| **{k}** | {_cell(_anno(a))} | {_cell(_fmt(v['default']))} | {_cell(v.get('docment') or '')} |" for k, v, a in rows]
         ret = dm.get('return', {})
         if ret and (ret.get('docment') or ret.get('anno') not in (inspect.Parameter.empty, None)):
             out += [f"| **Returns** | {_cell(_anno(ret['anno']))} | | {_cell(ret.get('docment') or '')} |"]
-        out += ['']
+        out += [''] + (['</details>', ''] if fold else [])
     return '\n'.join(out)
 
 def _deco_name(d)->str:
@@ -153,35 +154,81 @@ def resolve(mod, name:str)->tuple:
     cls = getattr(mod, cls_name, None)
     return (_func(vars(cls).get(m)), cls) if inspect.isclass(cls) else (None, None)
 
-def methods_md(cls, name:str)->str:
+def methods_md(cls, name:str, fold:bool=False)->str:
     "Public methods the class defines itself, with docstrings of lorakit's own."
     parts = []
     for k, v in vars(cls).items():
         if k.startswith('_') or not (inspect.isfunction(v) or isinstance(v, (staticmethod, classmethod))): continue
         fn = v.__func__ if isinstance(v, (staticmethod, classmethod)) else v
-        if own_doc(fn, cls): parts.append(show_doc_md(fn, f'{name}.{k}', level=4, cls=cls))
+        if own_doc(fn, cls): parts.append(show_doc_md(fn, f'{name}.{k}', level=4, cls=cls, fold=fold))
     return '\n'.join(parts)
 
 # ---- the pages ----
+# How a notebook page reads: its intro, then its result, then the lesson. Two directives change how the site shows a
+# cell and never what it computes (tools/run_nbs.py leaves them out of a notebook's code hash):
+#   `#| result`  the cell whose output the notebook builds towards: the site shows a copy of it after the intro
+#                (one per notebook; a markdown cell marks itself with a first line `<!-- result -->`);
+#   `#| proof`   a cell that proves rather than teaches (a table of cases, a parity sweep): folded on the site.
+# A cell that shows nothing and only checks (test_eq, assert) is folded too, and so is an exported cell longer than
+# FOLD_LINES lines, under its first line: the docs that follow it give its signature and what it does.
+SHOWN_ONLY = ('proof', 'result')
+RESULT_MD = '<!-- result -->'
+FOLD_LINES = 24
+_CHECK = re.compile(r'^(test_\w+\(|assert\b|for .*:\s*(test_\w+\(|assert\b))', re.M)
+
+def is_check(code:str)->bool:
+    "Code that checks something at its top level: a test_* call or an assert (in a loop or not)."
+    return bool(_CHECK.search(code))
+
+def cell_tags(c:dict, d:dict)->list:
+    "How the site shows one cell of a notebook: ['result'], ['proof'], ['fold'] or []."
+    src = ''.join(c['source'])
+    if c['cell_type'] == 'markdown': return ['result'] if src.startswith(RESULT_MD) else []
+    code, exported = strip_directives(src), 'export' in d or 'exports' in d
+    if 'result' in d: return ['result']
+    if 'proof' in d or (not exported and not c.get('outputs') and is_check(code)): return ['proof']
+    return ['fold'] if exported and len(code.splitlines()) > FOLD_LINES else []
+
+def intro_end(cells:list)->int:
+    "Where the intro ends: after the title and the first paragraph cell that follows it."
+    md = [i for i, c in enumerate(cells) if c['cell_type'] == 'markdown']
+    return (md[1] if len(md) > 1 and md[1] < next((i for i, c in enumerate(cells) if c['cell_type'] == 'code'), len(cells)) else md[0]) + 1
+
+def result_first(cells:list, name:str)->list:
+    "`cells` with a copy of the notebook's result after its intro, under a line that says where it comes from."
+    res = [c for c in cells if 'result' in c['metadata'].get('tags', [])]
+    if len(res) != 1:
+        sys.exit(f'build_docs: {name} marks {len(res)} cells as its result; mark the one it builds towards '
+                 f"with `#| result` (a markdown cell: a first line {RESULT_MD})")
+    res[0]['id'] = 'lk-result'  # the lead's link: folded() puts the id on the cell
+    copy = dict(res[0], id='lk-result-first', metadata={'tags': ['result-copy']})
+    if copy['cell_type'] == 'markdown': copy['source'] = ''.join(copy['source']).replace(RESULT_MD, '', 1).strip()
+    lead = {'cell_type': 'markdown', 'id': 'lk-result-lead', 'metadata': {},
+            'source': '**The result.** What this notebook builds, as its [cell below](#lk-result) shows it:'}
+    at = intro_end(cells)
+    return cells[:at] + [lead, copy] + cells[at:]
+
 def page_nb(nb_path:Path, mod, api_page:str)->dict:
-    "A copy of the notebook for the site: `#| hide` cells out, directives out of the shown code, show_doc after each export."
+    "A copy of the notebook for the site: `#| hide` cells out, directives out of the shown code, show_doc after each export, the result after the intro."
     nb = json.loads(nb_path.read_text())
     cells = []
     for c in nb['cells']:
         src = ''.join(c['source'])
         d = directives(src)
         if 'hide' in d or 'default_exp' in d and not strip_directives(src): continue
+        tags = cell_tags(c, d)
         if c['cell_type'] == 'code':
             c = dict(c, source=strip_directives(src), execution_count=None)
             if not c['source'] and not c.get('outputs'): continue
         if c['cell_type'] == 'markdown': c = dict(c, source=tex_to_mathml(src).replace('](images/', '](../images/'))  # a page is a folder down
-        cells.append(dict(c, metadata={}))
+        cells.append(dict(c, metadata={'tags': tags} if tags else {}))
         if c['cell_type'] == 'code' and mod is not None and ('export' in d or 'exports' in d):
             for n in exported_names(src):
                 obj, cls = resolve(mod, n)
                 if obj is None: continue
-                md = show_doc_md(obj, n, cls=cls) + (methods_md(obj, n) if inspect.isclass(obj) else '')
+                md = show_doc_md(obj, n, cls=cls, fold=True) + (methods_md(obj, n, fold=True) if inspect.isclass(obj) else '')
                 cells.append({'cell_type': 'markdown', 'id': f"doc-{n.replace('.', '-')}", 'metadata': {}, 'source': md})
+    cells = result_first(cells, nb_path.name)
     if mod is not None:
         cells.append({'cell_type': 'markdown', 'id': 'api-link', 'metadata': {}, 'source': f'---\n\nEverything this notebook exports, on one page: [`{mod.__name__}`]({api_page}).'})  # a URL: mkdocs doesn't rewrite links in notebooks
     nb['cells'] = cells
@@ -230,6 +277,7 @@ def on_page_content(content:str, page, **kw)->str:
         seen.add(uid)
         tokens.append(dict(level=lvl, id=uid, name=html.escape(heading_text(inner)), children=[]))
         return f'<h{lvl} id="{uid}">{inner}<a class="anchor-link" href="#{uid}">¶</a></h{lvl}>'
+    content = folded(content)
     n_heads = content.count('class="anchor-link"')
     content = _HEAD.sub(one, content)
     if len(tokens) != n_heads:
@@ -240,6 +288,62 @@ def on_page_content(content:str, page, **kw)->str:
     h1 = next((t['name'] for t in tokens if t['level'] == 1), None)
     if h1: page.title = html.unescape(h1)
     return content
+
+# ---- the folds: proofs, long code, and the result's copy, drawn as <details> in the page nbconvert wrote ----
+_CELL_DIV = re.compile(r'<div class="jp-Cell ([^"]*)"')
+_DIV = re.compile(r'<div\b|</div>')
+
+def div_end(h:str, start:int)->int:
+    "Where the <div> that opens at `start` closes (the index after its `</div>`)."
+    depth = 0
+    for m in _DIV.finditer(h, start):
+        depth += 1 if m[0] == '<div' else -1
+        if depth == 0: return m.end()
+    raise SystemExit('build_docs: a notebook cell\'s <div> is not closed: nbconvert draws cells another way now; fix div_end')
+
+def cells_of(h:str)->list:
+    "(start, end, classes) of each notebook cell in a page, in order."
+    out, pos = [], 0
+    for m in _CELL_DIV.finditer(h):
+        if m.start() < pos: continue  # inside the cell before (none are, today)
+        pos = div_end(h, m.start())
+        out.append((m.start(), pos, m[1].split()))
+    return out
+
+def _first_line(cell:str)->str:
+    m = re.search(r'<div class="clipboard-copy-txt" id="cell-\d+">(.*?)</div>', cell, re.S)
+    lines = html.unescape(m[1]).splitlines() if m else []
+    first = next((l for l in lines if re.match(r'(async def|def|class|@)', l)), lines[0] if lines else '')
+    return f'<code>{html.escape(first.rstrip(":"))}</code> ({len(lines)} lines)'
+
+def fold_input(cell:str, summary:str)->str:
+    "A code cell with its code folded under `summary` and its outputs shown."
+    i = cell.find('<div class="jp-Cell-inputWrapper')
+    if i < 0: return cell
+    j = div_end(cell, i)
+    return f'{cell[:i]}<details class="lk-code"><summary>{summary}</summary>{cell[i:j]}</details>{cell[j:]}'
+
+def folded(h:str)->str:
+    "The page with each run of proof cells in one <details>, long code and the result's copy folded, and the result anchored."
+    out, pos, run = [], 0, []
+    def flush():
+        if not run: return
+        n = len(run)
+        out.append(f'<details class="lk-proof"><summary>✓ {n} cell{"s"[:n>1]} of checks, run as tests with the notebook</summary>'
+                   + ''.join(run) + '</details>')
+        run.clear()
+    for a, b, cls in cells_of(h):
+        gap = h[pos:a]
+        if gap.strip(): flush(); out.append(gap)
+        elif not run: out.append(gap)
+        cell, pos = h[a:b], b
+        if 'celltag_proof' in cls: run.append(gap * bool(run) + cell); continue
+        flush()
+        if 'celltag_fold' in cls: cell = fold_input(cell, _first_line(cell))
+        if 'celltag_result-copy' in cls: cell = fold_input(cell, 'the code: it runs in its place below')
+        out.append(re.sub(r'id="cell-id=(lk-result(?:-first)?)"', r'id="\1"', cell))  # the lead's link, and check_site's mark
+    flush()
+    return ''.join(out) + h[pos:]
 
 _CODE = re.compile(r'(```.*?```|`[^`\n]*`)', re.S)
 _MATH = re.compile(r'\$\$(.+?)\$\$|(?<![\\$\w])\$(?=\S)([^$\n]+?)(?<=\S)\$(?![\w$])', re.S)
@@ -284,11 +388,21 @@ validation:
 # The code in a notebook's markdown cells (show_doc's signatures) at the size of its code cells, 13 px: at the
 # theme's 16 px a 100-character line is wider than the column.
 CSS = """.md-typeset .jupyter-wrapper .jp-RenderedMarkdown pre { font-size: var(--jp-code-font-size, 13px); }
+.jupyter-wrapper .celltoolbar { display: none; }  /* the cell's tags: how the site shows it, not for the reader */
+/* the folds (proofs, long code, parameters): a quiet line to click, not an admonition box */
+.md-typeset details.lk-proof, .md-typeset details.lk-code, .md-typeset details.lk-params {
+  border: none; box-shadow: none; background: none; padding: 0; margin: 0.2em 0 0.8em; font-size: inherit; }
+.md-typeset details.lk-proof > summary, .md-typeset details.lk-code > summary, .md-typeset details.lk-params > summary {
+  background: none; border-left: 3px solid var(--md-default-fg-color--lighter); font-weight: normal; font-size: 0.7rem;
+  color: var(--md-default-fg-color--light); padding: 0.1em 1.8em 0.1em 0.6em; margin: 0; }
+.md-typeset details.lk-proof > summary::before, .md-typeset details.lk-code > summary::before,
+.md-typeset details.lk-params > summary::before { display: none; }
+.md-typeset details.lk-proof > summary { border-left-color: #43a047; }
 """
 
 MARK = '.lorakit-site'  # in every built site: a directory without it is not ours to replace
 
-def build(out:Path=SITE, strict:bool=True):
+def build(out:Path=SITE, strict:bool=True, only:list=None):
     if out.exists() and any(out.iterdir()) and not (out/MARK).exists():
         sys.exit(f'build_docs: {out} holds files that are not a lorakit site; pass another --out, or empty it first')
     sys.path.insert(0, str(ROOT))
@@ -300,7 +414,7 @@ def build(out:Path=SITE, strict:bool=True):
         (docs/'lorakit.css').write_text(CSS)
         if IMAGES.is_dir(): shutil.copytree(IMAGES, docs/'images')
         nav_nbs, nav_api = [], []
-        for p in notebooks():
+        for p in notebooks(only):
             nb = json.loads(p.read_text())
             exp = next((directives(''.join(c['source'])).get('default_exp') for c in nb['cells'] if c['cell_type'] == 'code' and 'default_exp' in directives(''.join(c['source']))), None)
             mod = importlib.import_module(f'lorakit.{exp}') if exp else None
@@ -334,5 +448,6 @@ if __name__ == '__main__':
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('--out', type=Path, default=SITE, help='where to write the site (default: _site/)')
     ap.add_argument('--no-strict', action='store_true', help="don't stop at mkdocs warnings (broken links, say)")
+    ap.add_argument('--only', nargs='+', metavar='NB', help='only these notebooks (stems: 07_train), for a quick look; implies --no-strict')
     a = ap.parse_args()
-    build(a.out.resolve(), strict=not a.no_strict)
+    build(a.out.resolve(), strict=not (a.no_strict or a.only), only=a.only)

@@ -69,13 +69,32 @@ def pages(site:Path)->list:
     return sorted(urls, key=lambda u: (u != '', u))
 
 def nb_images(site_url:str)->int | None:
-    "Image outputs in the notebook behind a notebook page (None for other pages)."
+    "Image outputs in the notebook behind a notebook page (None for other pages); the result's twice (its copy after the intro)."
     nb = ROOT/'nbs'/f"{site_url.strip('/')}.ipynb"
     if '/' in site_url.strip('/') or not nb.exists(): return None
     cells = json.loads(nb.read_text())['cells']
-    skip = lambda c: any(l.startswith('#|') and l[2:].split()[:1] == ['hide'] for l in ''.join(c['source']).splitlines())
-    return sum(1 for c in cells if c['cell_type'] == 'code' and not skip(c)
+    flag = lambda c, f: any(l.startswith('#|') and l[2:].split()[:1] == [f] for l in ''.join(c['source']).splitlines())
+    return sum(1 + flag(c, 'result') for c in cells if c['cell_type'] == 'code' and not flag(c, 'hide')
                for o in c.get('outputs', []) if any(k.startswith('image/') for k in o.get('data', {})))
+
+# ---- how a notebook page reads: its length, what it opens with, and where its result is ----
+MAX_SCREENS, RESULT_BY = 25, 3  # screens of 1280x900: the longest page, and the screen its result must start on
+READ_JS = r"""() => { const cells = [...document.querySelectorAll('article .jp-Notebook-cell')];
+  const code = cells.findIndex(c => c.classList.contains('jp-CodeCell'));
+  const prose = cells.slice(0, code < 0 ? cells.length : code).some(c => [...c.querySelectorAll('p')]
+    .some(p => !p.closest('blockquote') && p.innerText.split(/\s+/).length >= 8));
+  const r = document.getElementById('lk-result-first');
+  return [document.documentElement.scrollHeight, prose, r ? r.getBoundingClientRect().top + window.scrollY : null]; }"""
+
+def reading(u:str, height:float, prose:bool, result_y)->tuple[list, dict]:
+    "Problems with how a notebook page reads, and its figures: screens long, and the screen its result starts on."
+    screens, at = height / 900, None if result_y is None else int(result_y // 900) + 1
+    problems = [] if prose else [f'{u}: the page opens with code: its first sentence comes first (move the intro above the imports)']
+    if screens > MAX_SCREENS: problems.append(f'{u}: {screens:.0f} screens long at 1280x900 (at most {MAX_SCREENS}): '
+                                               'fold proofs (`#| proof`) or split the notebook')
+    if at is None: problems.append(f"{u}: shows no result after its intro: mark the cell it builds towards `#| result`")
+    elif at > RESULT_BY: problems.append(f'{u}: its result starts on screen {at} (by {RESULT_BY}): shorten the intro')
+    return problems, dict(screens=round(screens, 1), result_screen=at)
 
 # ---- what each show_doc block documents, read from the built pages (no browser needed) ----
 # A show_doc block: a heading, lorakit's source link (absent for an object from elsewhere), then the signature.
@@ -134,7 +153,7 @@ def heading_text(inner:str)->str: return html.unescape(re.sub(r'<[^>]+>', '', in
 def check(site:Path=SITE, shots:Path=None)->list:
     from playwright.sync_api import sync_playwright
     shots = shots or site/'screenshots'
-    problems, ids, links = [], {}, []
+    problems, ids, links, read = [], {}, [], {}
     srv, base = serve(site)
     try:
         with sync_playwright() as pw:
@@ -167,6 +186,9 @@ def check(site:Path=SITE, shots:Path=None)->list:
                     elif text != head: problems.append(f'{u or "/"}: contents entry {text!r} links to the heading {head!r} (#{id_})')
                 problems += [f'{u or "/"}: the id #{i} is on more than one element' for i in page.evaluate(DUP_IDS_JS)]
                 problems += [f'{u or "/"}: a memory address, different in every build: {t.strip()}' for t in page.evaluate(ADDRESS_JS)]
+                if nb_images(u) is not None:
+                    p, fig = reading(u, *page.evaluate(READ_JS))
+                    problems += p; read[u] = fig
                 if nb_images(u) is not None or u.startswith('api/'):  # notebook and API pages
                     for first, n in page.evaluate(WIDE_CODE_JS):
                         problems.append(f'{u}: code scrolls sideways at 1280 px (longest line {n} chars): {first.strip()[:70]}')
@@ -206,6 +228,9 @@ def check(site:Path=SITE, shots:Path=None)->list:
             browser.close()
     finally: srv.shutdown()
     problems = list(dict.fromkeys(problems))  # a page may draw its contents twice (the sidebar, and the drawer)
+    shots.mkdir(parents=True, exist_ok=True)
+    (shots/'reading.json').write_text(json.dumps(read, indent=1))  # each notebook page's length and its result's screen
+    for u, f in read.items(): print(f"check_site: {u:20s} {f['screens']:5.1f} screens, result on screen {f['result_screen']}")
     print(f'check_site: {len(urls)} pages, {len(set(links))} internal links, {len(SEARCHES)} searches; screenshots in {shots}')
     return problems
 

@@ -25,9 +25,12 @@ def all_nbs()->list:
 
 def code_cells(nb:dict)->list: return [c for c in nb['cells'] if c['cell_type'] == 'code']
 
+# directives that change how the docs site shows a cell, never what it computes (tools/build_docs.py)
+_SHOWN_ONLY = re.compile(r'^#\|\s*(proof|result)\s*\n?', re.M)
+
 def src_hash(nb:dict)->str:
-    "What the outputs depend on in the notebook itself: its code, cell by cell."
-    return hashlib.sha256(json.dumps([''.join(c['source']) for c in code_cells(nb)]).encode()).hexdigest()[:16]
+    "What the outputs depend on in the notebook itself: its code, cell by cell, less the site's `#| proof` and `#| result`."
+    return hashlib.sha256(json.dumps([_SHOWN_ONLY.sub('', ''.join(c['source'])) for c in code_cells(nb)]).encode()).hexdigest()[:16]
 
 def record_of(nb:dict)->dict:
     return {'code': src_hash(nb), 'with_output': [i for i, c in enumerate(code_cells(nb)) if c.get('outputs')]}
