@@ -161,6 +161,8 @@ def methods_md(cls, name:str, fold:bool=False)->str:
         if k.startswith('_') or not (inspect.isfunction(v) or isinstance(v, (staticmethod, classmethod))): continue
         fn = v.__func__ if isinstance(v, (staticmethod, classmethod)) else v
         if own_doc(fn, cls): parts.append(show_doc_md(fn, f'{name}.{k}', level=4, cls=cls, fold=fold))
+    if fold and parts:  # on a notebook page: one line to open; the API page shows them all
+        parts = [f'<details class="lk-params"><summary>{len(parts)} method{"s"[:len(parts)>1]}</summary>', ''] + parts + ['</details>', '']
     return '\n'.join(parts)
 
 # ---- the pages ----
@@ -168,7 +170,9 @@ def methods_md(cls, name:str, fold:bool=False)->str:
 # cell and never what it computes (tools/run_nbs.py leaves them out of a notebook's code hash):
 #   `#| result`  the cell whose output the notebook builds towards: the site shows a copy of it after the intro
 #                (one per notebook; a markdown cell marks itself with a first line `<!-- result -->`);
-#   `#| proof`   a cell that proves rather than teaches (a table of cases, a parity sweep): folded on the site.
+#   `#| proof`   a cell that proves rather than teaches (a table of cases, a parity sweep): folded on the site;
+#   `<!-- fold -->` as the first line of a heading's markdown cell: the section under it (to the next heading of its
+#                level or above) is folded on the site below that cell, which says what the section holds.
 # A cell that shows nothing and only checks (test_eq, assert) is folded too, and so is an exported cell longer than
 # FOLD_LINES lines, under its first line: the docs that follow it give its signature and what it does.
 SHOWN_ONLY = ('proof', 'result')
@@ -189,15 +193,30 @@ def cell_tags(c:dict, d:dict)->list:
     if 'proof' in d or (not exported and not c.get('outputs') and is_check(code)): return ['proof']
     return ['fold'] if exported and len(code.splitlines()) > FOLD_LINES else []
 
+FOLD_MD = '<!-- fold -->'
+_HEADING = re.compile(r'^(#{1,6}) ', re.M)
+
+def fold_sections(cells:list)->list:
+    "`cells` with each cell of a folded section (below a `<!-- fold -->` heading) carrying the section's number in its id."
+    k, level = 0, None
+    for c in cells:
+        src = ''.join(c['source'])
+        h = _HEADING.match(src.removeprefix(FOLD_MD).lstrip()) if c['cell_type'] == 'markdown' else None
+        if h and level is not None and len(h[1]) <= level: level = None  # the section ends
+        if level is not None: c['id'] = f"lkfold-{k}-{c.get('id', '')}"
+        if h and src.startswith(FOLD_MD): k, level = k + 1, len(h[1])
+    return cells
+
 def intro_end(cells:list)->int:
     "Where the intro ends: after the title and the first paragraph cell that follows it."
     md = [i for i, c in enumerate(cells) if c['cell_type'] == 'markdown']
     return (md[1] if len(md) > 1 and md[1] < next((i for i, c in enumerate(cells) if c['cell_type'] == 'code'), len(cells)) else md[0]) + 1
 
-def result_first(cells:list, name:str)->list:
+def result_first(cells:list, name:str, strict:bool=True)->list:
     "`cells` with a copy of the notebook's result after its intro, under a line that says where it comes from."
     res = [c for c in cells if 'result' in c['metadata'].get('tags', [])]
     if len(res) != 1:
+        if not strict: return cells  # a draft: check_site names the page
         sys.exit(f'build_docs: {name} marks {len(res)} cells as its result; mark the one it builds towards '
                  f"with `#| result` (a markdown cell: a first line {RESULT_MD})")
     res[0]['id'] = 'lk-result'  # the lead's link: folded() puts the id on the cell
@@ -208,7 +227,7 @@ def result_first(cells:list, name:str)->list:
     at = intro_end(cells)
     return cells[:at] + [lead, copy] + cells[at:]
 
-def page_nb(nb_path:Path, mod, api_page:str)->dict:
+def page_nb(nb_path:Path, mod, api_page:str, strict:bool=True)->dict:
     "A copy of the notebook for the site: `#| hide` cells out, directives out of the shown code, show_doc after each export, the result after the intro."
     nb = json.loads(nb_path.read_text())
     cells = []
@@ -228,7 +247,7 @@ def page_nb(nb_path:Path, mod, api_page:str)->dict:
                 if obj is None: continue
                 md = show_doc_md(obj, n, cls=cls, fold=True) + (methods_md(obj, n, fold=True) if inspect.isclass(obj) else '')
                 cells.append({'cell_type': 'markdown', 'id': f"doc-{n.replace('.', '-')}", 'metadata': {}, 'source': md})
-    cells = result_first(cells, nb_path.name)
+    cells = result_first(fold_sections(cells), nb_path.name, strict)
     if mod is not None:
         cells.append({'cell_type': 'markdown', 'id': 'api-link', 'metadata': {}, 'source': f'---\n\nEverything this notebook exports, on one page: [`{mod.__name__}`]({api_page}).'})  # a URL: mkdocs doesn't rewrite links in notebooks
     nb['cells'] = cells
@@ -267,7 +286,8 @@ def on_page_content(content:str, page, **kw)->str:
     if not page.file.src_path.endswith('.ipynb'): return content
     from markdown.extensions.toc import nest_toc_tokens
     from mkdocs.structure.toc import get_toc
-    seen, tokens = set(), []
+    content = folded(content)
+    seen, tokens, hidden = set(), [], hidden_spans(content)
     def one(m):
         lvl, uid, inner = int(m[1]), m[2], m[3]
         n = 0
@@ -275,13 +295,13 @@ def on_page_content(content:str, page, **kw)->str:
             n += 1
             uid = f'{m[2]}_{n}'
         seen.add(uid)
-        tokens.append(dict(level=lvl, id=uid, name=html.escape(heading_text(inner)), children=[]))
+        if not any(a <= m.start() < b for a, b in hidden):
+            tokens.append(dict(level=lvl, id=uid, name=html.escape(heading_text(inner)), children=[]))
         return f'<h{lvl} id="{uid}">{inner}<a class="anchor-link" href="#{uid}">¶</a></h{lvl}>'
-    content = folded(content)
     n_heads = content.count('class="anchor-link"')
     content = _HEAD.sub(one, content)
-    if len(tokens) != n_heads:
-        raise SystemExit(f'build_docs: {page.file.src_path}: read {len(tokens)} of its {n_heads} headings: '
+    if len(seen) != n_heads:
+        raise SystemExit(f'build_docs: {page.file.src_path}: read {len(seen)} of its {n_heads} headings: '
                          'nbconvert draws them another way now; fix _HEAD')
     # down to h3, as nbdev's Quarto sites: sections and symbols, not every method (their page is the API page)
     page.toc = get_toc(nest_toc_tokens([t for t in tokens if t['level'] <= 3]))
@@ -323,27 +343,49 @@ def fold_input(cell:str, summary:str)->str:
     j = div_end(cell, i)
     return f'{cell[:i]}<details class="lk-code"><summary>{summary}</summary>{cell[i:j]}</details>{cell[j:]}'
 
+_FOLD_ID = re.compile(r'id="cell-id=lkfold-(\d+)-')
+
 def folded(h:str)->str:
-    "The page with each run of proof cells in one <details>, long code and the result's copy folded, and the result anchored."
-    out, pos, run = [], 0, []
+    "The page with each run of proof cells in one <details>, each folded section in another, long code and the result's copy folded, and the result anchored."
+    items, pos, run = [], 0, []  # (html, the folded section it belongs to or None)
     def flush():
-        if not run: return
-        n = len(run)
-        out.append(f'<details class="lk-proof"><summary>✓ {n} cell{"s"[:n>1]} of checks, run as tests with the notebook</summary>'
-                   + ''.join(run) + '</details>')
-        run.clear()
+        if run:
+            n = len(run)
+            items.append((f'<details class="lk-proof"><summary>✓ {n} cell{"s"[:n>1]} of checks, run as tests with the notebook</summary>'
+                          + ''.join(x for x, _ in run) + '</details>', run[0][1]))
+            run.clear()
     for a, b, cls in cells_of(h):
-        gap = h[pos:a]
-        if gap.strip(): flush(); out.append(gap)
-        elif not run: out.append(gap)
-        cell, pos = h[a:b], b
-        if 'celltag_proof' in cls: run.append(gap * bool(run) + cell); continue
+        gap, cell, pos = h[pos:a], h[a:b], b
+        sec = int(m[1]) if (m := _FOLD_ID.search(cell)) else None
+        if gap.strip() or (run and run[-1][1] != sec): flush()
+        if gap.strip(): items.append((gap, None))
+        if 'celltag_proof' in cls: run.append((cell, sec)); continue
         flush()
         if 'celltag_fold' in cls: cell = fold_input(cell, _first_line(cell))
         if 'celltag_result-copy' in cls: cell = fold_input(cell, 'the code: it runs in its place below')
-        out.append(re.sub(r'id="cell-id=(lk-result(?:-first)?)"', r'id="\1"', cell))  # the lead's link, and check_site's mark
+        items.append((re.sub(r'id="cell-id=(lk-result(?:-first)?)"', r'id="\1"', cell), sec))  # the lead's link, and check_site's mark
     flush()
+    out, i = [], 0
+    while i < len(items):
+        j = i
+        while j < len(items) and items[j][1] is not None and items[j][1] == items[i][1]: j += 1
+        if j == i: out.append(items[i][0]); i += 1; continue
+        out.append(f'<details class="lk-section"><summary>the rest of this section: {j - i} cell{"s"[:j-i>1]}</summary>'
+                   + ''.join(x for x, _ in items[i:j]) + '</details>')
+        i = j
     return ''.join(out) + h[pos:]
+
+_DETAILS = re.compile(r'<details\b|</details>')
+
+def hidden_spans(h:str)->list:
+    "(start, end) of each folded section in a page: its headings stay out of the page's contents."
+    out = []
+    for m in re.finditer(r'<details class="lk-section">', h):
+        depth = 0
+        for t in _DETAILS.finditer(h, m.start()):
+            depth += 1 if t[0] == '<details' else -1
+            if depth == 0: out.append((m.start(), t.end())); break
+    return out
 
 _CODE = re.compile(r'(```.*?```|`[^`\n]*`)', re.S)
 _MATH = re.compile(r'\$\$(.+?)\$\$|(?<![\\$\w])\$(?=\S)([^$\n]+?)(?<=\S)\$(?![\w$])', re.S)
@@ -390,13 +432,14 @@ validation:
 CSS = """.md-typeset .jupyter-wrapper .jp-RenderedMarkdown pre { font-size: var(--jp-code-font-size, 13px); }
 .jupyter-wrapper .celltoolbar { display: none; }  /* the cell's tags: how the site shows it, not for the reader */
 /* the folds (proofs, long code, parameters): a quiet line to click, not an admonition box */
-.md-typeset details.lk-proof, .md-typeset details.lk-code, .md-typeset details.lk-params {
+.md-typeset details.lk-proof, .md-typeset details.lk-code, .md-typeset details.lk-params, .md-typeset details.lk-section {
   border: none; box-shadow: none; background: none; padding: 0; margin: 0.2em 0 0.8em; font-size: inherit; }
-.md-typeset details.lk-proof > summary, .md-typeset details.lk-code > summary, .md-typeset details.lk-params > summary {
+.md-typeset details.lk-proof > summary, .md-typeset details.lk-code > summary, .md-typeset details.lk-params > summary,
+.md-typeset details.lk-section > summary {
   background: none; border-left: 3px solid var(--md-default-fg-color--lighter); font-weight: normal; font-size: 0.7rem;
   color: var(--md-default-fg-color--light); padding: 0.1em 1.8em 0.1em 0.6em; margin: 0; }
 .md-typeset details.lk-proof > summary::before, .md-typeset details.lk-code > summary::before,
-.md-typeset details.lk-params > summary::before { display: none; }
+.md-typeset details.lk-params > summary::before, .md-typeset details.lk-section > summary::before { display: none; }
 .md-typeset details.lk-proof > summary { border-left-color: #43a047; }
 """
 
@@ -418,7 +461,7 @@ def build(out:Path=SITE, strict:bool=True, only:list=None):
             nb = json.loads(p.read_text())
             exp = next((directives(''.join(c['source'])).get('default_exp') for c in nb['cells'] if c['cell_type'] == 'code' and 'default_exp' in directives(''.join(c['source']))), None)
             mod = importlib.import_module(f'lorakit.{exp}') if exp else None
-            page = page_nb(p, mod, f'../api/{exp}/')
+            page = page_nb(p, mod, f'../api/{exp}/', strict)
             (docs/p.name).write_text(json.dumps(page, indent=1))
             nav_nbs.append({f'{p.stem.split("_")[0]} {title(nb, p.stem)}': p.name})
             if mod is not None:
