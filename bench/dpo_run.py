@@ -108,9 +108,11 @@ def write_record(a, cmd:list, said:str, run:Path, said_answers:list):
     import lorakit
     from lorakit.core import atomic_path
     metrics = [json.loads(l) for l in (run/'metrics.jsonl').read_text().splitlines()]
-    rec = dict(about="A DPO run of lorakit-train on SmolLM2-135M-Instruct (QLoRA), as bench/dpo_run.py makes it; plotted by nbs/14_dpo.ipynb",
-               made_by='python bench/dpo_run.py --out DIR --write', command=' '.join(['lorakit-train'] + cmd[1:]).replace(str(run.parent), 'OUT'),
-               said=[l.replace(str(run.parent), 'OUT') for l in said.splitlines()],
+    here = lambda l: l.replace(str(run.parent), 'OUT').replace(str(Path.home()), '~')  # paths as any machine reads them
+    rec = dict(about="A DPO run of lorakit-train on SmolLM2-135M-Instruct (QLoRA), as bench/dpo_run.py makes it; "
+                     "plotted by nbs/14_dpo.ipynb",
+               made_by='python bench/dpo_run.py --out DIR --write', command=here(' '.join(['lorakit-train'] + cmd[1:])),
+               said=[here(l) for l in said.splitlines()],
                answers=[dict(question=q, docs=ref[:300], before=b, after=f) for q, ref, b, f in said_answers],
                torch=torch.__version__, lorakit=lorakit.__version__,
                machine=f"{platform.machine()}, {torch.get_num_threads()} threads, {torch.backends.cpu.get_cpu_capability()}",

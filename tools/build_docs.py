@@ -6,8 +6,10 @@
 
 nbdev's own docs need Quarto, which can't be installed from the package registries, so the site is built with
 Material for MkDocs, and mkdocs-jupyter renders each notebook with the outputs committed in it. The README is the
-landing page, each notebook is a page in reading order, and every exported symbol is documented twice: right after
-the cell that defines it, as nbdev's `show_doc` places it, and on its module's API page, which search indexes.
+landing page, each notebook is a page, in parts (PARTS, below), and every exported symbol is documented twice: right
+after the cell that defines it, as nbdev's `show_doc` places it, and on its module's API page, which search indexes.
+A notebook page opens with its intro and then its result (the cell marked `#| result`), and folds what proves rather
+than teaches (checks, `#| proof` cells, `<!-- fold -->` sections, long code), so a reader can finish it.
 """
 import argparse, ast, html, inspect, json, importlib, os, re, shutil, subprocess, sys, tempfile
 from pathlib import Path
@@ -27,6 +29,23 @@ def notebooks(only:list=None)->list:
     "The notebooks in reading order, as nbdev-test finds them, without the index (the README is the landing page); `only` these stems if given."
     from nbdev.doclinks import nbglob
     return sorted(Path(p) for p in nbglob(NBS) if Path(p).name != 'index.ipynb' and (not only or Path(p).stem in only))
+
+# The site's navigation in parts, each notebook in one; a part's notebooks keep their numbers, so reading order shows.
+PARTS = {'LoRA and QLoRA': ['00_core', '01_lora', '02_inject', '03_nf4', '04_qlora', '04a_lowbit', '04b_fuse'],
+         'Model and data': ['05_model', '05b_objective', '06_data', '06a_pretrain', '06b_instruct', '06c_prefs'],
+         'Training': ['07_train', '07a_run', '11_fsdp'],
+         'Shipping': ['08_adapters', '08a_export', '08b_ollama'],
+         'Debugging and memory': ['09_instrument', '10_memory'],
+         'Tuning': ['12_nudge', '12a_panel'],
+         'Recipes': ['13_sft', '13a_gemma3', '14_dpo'],
+         'The job and the commands': ['98_finetune', '99_cli'],
+         'Reference: formats and families': ['05a_gguf', '05c_families', '05d_checkpoint']}
+
+def part_of(stem:str)->str:
+    "The part of the site a notebook is read in."
+    part = next((k for k, v in PARTS.items() if stem in v), None)
+    if part is None: sys.exit(f'build_docs: {stem} is in no part of the site: add it to PARTS in tools/build_docs.py')
+    return part
 
 def title(nb:dict, fallback:str)->str:
     for c in nb['cells']:
@@ -456,20 +475,20 @@ def build(out:Path=SITE, strict:bool=True, only:list=None):
         (docs/'index.md').write_text(readme_page())
         (docs/'lorakit.css').write_text(CSS)
         if IMAGES.is_dir(): shutil.copytree(IMAGES, docs/'images')
-        nav_nbs, nav_api = [], []
+        nav_nbs, nav_api = {k: [] for k in PARTS}, []
         for p in notebooks(only):
             nb = json.loads(p.read_text())
             exp = next((directives(''.join(c['source'])).get('default_exp') for c in nb['cells'] if c['cell_type'] == 'code' and 'default_exp' in directives(''.join(c['source']))), None)
             mod = importlib.import_module(f'lorakit.{exp}') if exp else None
             page = page_nb(p, mod, f'../api/{exp}/', strict)
             (docs/p.name).write_text(json.dumps(page, indent=1))
-            nav_nbs.append({f'{p.stem.split("_")[0]} {title(nb, p.stem)}': p.name})
+            nav_nbs[part_of(p.stem)].append({f'{p.stem.split("_")[0]} {title(nb, p.stem)}': p.name})
             if mod is not None:
                 (docs/'api'/f'{exp}.md').write_text(page_api(mod, p.stem))
                 nav_api.append({f'lorakit.{exp}': f'api/{exp}.md'})
         import yaml
         cfg = yaml.safe_load(MKDOCS)
-        cfg['nav'] = [{'Home': 'index.md'}, {'Notebooks': nav_nbs}, {'API': nav_api}]
+        cfg['nav'] = [{'Home': 'index.md'}] + [{k: v} for k, v in nav_nbs.items() if v] + [{'API': nav_api}]
         cfg['hooks'] = [str(Path(__file__).resolve())]  # on_page_content, above
         cfg['extra_css'] = ['lorakit.css']
         (tmp/'mkdocs.yml').write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -485,7 +504,7 @@ def build(out:Path=SITE, strict:bool=True, only:list=None):
         shutil.move(str(staged), out)
         if old.exists(): shutil.rmtree(old)
     n = sum(1 for _ in out.rglob('*.html'))
-    print(f'build_docs: wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}/ ({n} pages: README, {len(nav_nbs)} notebooks, {len(nav_api)} API pages)')
+    print(f'build_docs: wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}/ ({n} pages: README, {sum(map(len, nav_nbs.values()))} notebooks, {len(nav_api)} API pages)')
 
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])

@@ -10,7 +10,11 @@ page's table of contents reads as the heading it links to, that no id is on two 
 (`<function f at 0x7f...>`) is shown. On notebook and API pages, no block of code may need sideways scrolling (the
 project's lines are at most 100 characters) or be shown under 13 px; a cell's outputs wrap instead. It checks that
 every link within the site leads to a page that exists, and, where the link names an anchor, to an element with
-that id. Then it types exported symbols into the search box and checks that the results name them. It writes
+that id. On each notebook page it checks how the page reads: at most 25 screens of 1280x900 with its folds closed,
+prose before its first code, and its result (the copy of its `#| result` cell) starting by the third screen; it
+prints each page's length and its result's screen, and keeps them in `_site/screenshots/reading.json`. From the
+built files alone it checks that every show_doc block documents lorakit's own object, and after a cell, the one that
+cell defines (a `@patch` method as `Class.method`). Then it types exported symbols into the search box and checks that the results name them. It writes
 screenshots of the landing page and of two notebook pages to `_site/screenshots/`. It uses Debian's Chromium
 (`apt-get install chromium`) through Playwright, and downloads nothing.
 """
