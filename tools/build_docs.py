@@ -325,7 +325,7 @@ def on_page_content(content:str, page, **kw)->str:
     # down to h3, as nbdev's Quarto sites: sections and symbols, not every method (their page is the API page)
     page.toc = get_toc(nest_toc_tokens([t for t in tokens if t['level'] <= 3]))
     h1 = next((t['name'] for t in tokens if t['level'] == 1), None)
-    if h1: page.title = html.unescape(h1)
+    if h1: page.title = f"{Path(page.file.src_path).stem.split('_')[0]} {html.unescape(h1)}"  # its number, as in the nav
     return content
 
 # ---- the folds: proofs, long code, and the result's copy, drawn as <details> in the page nbconvert wrote ----
@@ -426,7 +426,7 @@ theme:
   font: false          # Material fetches Google Fonts by default; the site must work offline
   # toc.integrate: the page's contents join the site's in the left column, so the text column is wide enough
   # for 100-character lines of code at 1280 px
-  features: [navigation.top, search.highlight, content.code.copy, toc.integrate]
+  features: [navigation.top, navigation.sections, search.highlight, content.code.copy, toc.integrate]
 plugins:
   - search
   - mkdocs-jupyter:
