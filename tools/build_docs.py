@@ -220,7 +220,8 @@ def fold_sections(cells:list)->list:
     k, level = 0, None
     for c in cells:
         src = ''.join(c['source'])
-        h = _HEADING.match(src.removeprefix(FOLD_MD).lstrip()) if c['cell_type'] == 'markdown' else None
+        doc = c.get('id', '').startswith('doc-')  # show_doc's own headings don't end a section
+        h = _HEADING.match(src.removeprefix(FOLD_MD).lstrip()) if c['cell_type'] == 'markdown' and not doc else None
         if h and level is not None and len(h[1]) <= level: level = None  # the section ends
         if level is not None: c['id'] = f"lkfold-{k}-{c.get('id', '')}"
         if h and src.startswith(FOLD_MD): k, level = k + 1, len(h[1])
