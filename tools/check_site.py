@@ -15,7 +15,8 @@ prose before its first code, and its result (the copy of its `#| result` cell) s
 prints each page's length and its result's screen, and keeps them in `_site/screenshots/reading.json`. From the
 built files alone it checks that every show_doc block documents lorakit's own object, and after a cell, the one that
 cell defines (a `@patch` method as `Class.method`). Then it types exported symbols into the search box and checks that the results name them. It writes
-screenshots of the landing page and of two notebook pages to `_site/screenshots/`. It uses Debian's Chromium
+screenshots of the landing page and of notebook pages (07_train and 14_dpo as they open, 07's curves, 01's code) to
+`_site/screenshots/`. It uses Debian's Chromium
 (`apt-get install chromium`) through Playwright, and downloads nothing.
 """
 import argparse, ast, functools, html, http.server, inspect, json, os, re, shutil, sys, textwrap, threading, tokenize
@@ -224,6 +225,7 @@ def check(site:Path=SITE, shots:Path=None)->list:
             page.goto(base + '07_train/', wait_until='load'); page.screenshot(path=shots/'07_train.png', full_page=False)
             if not page.evaluate(SCROLL_JS, '.jp-OutputArea img'): problems.append('07_train/: shows no plot to screenshot')
             page.screenshot(path=shots/'07_train_curves.png')
+            page.goto(base + '14_dpo/', wait_until='load'); page.screenshot(path=shots/'14_dpo.png')  # a result first
             page.goto(base + '12a_panel/', wait_until='load')  # the nudge panel, as a picture of it in JupyterLab
             if not page.evaluate(PANEL_JS): problems.append('12a_panel/: the picture of the nudge panel is not shown')
             page.goto(base + '01_lora/', wait_until='load')  # a page of code: 100-character lines, no scrollbars
