@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch, torch.nn as nn, torch.nn.functional as F
 from .core import *
 from .lora import LoRALinear
-from .qlora import NF4Linear, dequantize_for_matmul
-from .lowbit import LowBitLinear, lowbit_weight
+from .qlora import QuantLinear
+import lorakit.lowbit  # 04a's kinds, registered wherever a model is built
 
 # %% auto #0
 __all__ = ['can_fuse', 'stacked_weight', 'StackedMatmul', 'fused_linear']
@@ -43,9 +43,7 @@ def _dropout_off(m:LoRALinear)->bool:
 # %% ../nbs/04b_fuse.ipynb #becd314a
 def _dense_weight(b:nn.Module, dtype:torch.dtype)->torch.Tensor:
     "The weight of base `b` in `dtype`, dequantized by its own kernel if it is quantized."
-    if isinstance(b, NF4Linear): return dequantize_for_matmul(b.q, dtype, b.backend)
-    if isinstance(b, LowBitLinear): return lowbit_weight(b.q, dtype)
-    return b.weight
+    return b.dense_weight(dtype) if isinstance(b, QuantLinear) else b.weight
 
 def stacked_weight(bases, dtype:torch.dtype)->torch.Tensor:
     "The weights of `bases` stacked into one fresh (sum of out_features, in_features) tensor."

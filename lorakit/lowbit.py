@@ -294,7 +294,9 @@ class LowBitLinear(QuantLinear):
         if bias is not None: bias = nn.Parameter(bias.detach().clone(), requires_grad=False)
         self.bias = bias
 
-    def forward(self, x): return lowbit_linear(x, self.q, self.bias)
+    def forward(self, x):
+        if (y := self.held_forward(x)) is not None: return y  # while sampling (`hold`)
+        return lowbit_linear(x, self.q, self.bias)
 
 # %% ../nbs/04a_lowbit.ipynb #96f9c587
 @patch(as_prop=True)
@@ -312,6 +314,11 @@ def weight(self:LowBitLinear)->torch.Tensor:
 
 @patch(as_prop=True)
 def dtype(self:LowBitLinear)->torch.dtype: return self.qmeta[1]
+
+@patch
+def dense_weight(self:LowBitLinear, dtype:torch.dtype)->torch.Tensor:
+    "The weight in `dtype` by `lowbit_weight`'s table lookup, into a shared buffer."
+    return lowbit_weight(self.q, dtype)
 
 @patch
 def spec(self:LowBitLinear)->QuantSpec:

@@ -11,13 +11,16 @@ from torch.utils.checkpoint import checkpoint
 from fastcore.basics import patch
 from jaxtyping import Float, Int, jaxtyped
 from beartype import beartype
+import contextlib, os, re
+from pathlib import Path
 from .core import *
-from .fuse import fused_linear
+from .qlora import QuantLinear
+from .fuse import fused_linear, DTensor
 
 # %% auto #0
 __all__ = ['MODEL_TYPES', 'ACTIVATIONS', 'LlamaConfig', 'RMSNorm', 'rope_frequencies', 'rope', 'softcap', 'Attention', 'MLP',
            'DecoderLayer', 'KVCache', 'doc_positions', 'doc_mask', 'pad_positions', 'pad_mask', 'window_mask', 'Llama',
-           'top_p_mask', 'generate']
+           'top_p_mask', 'quantized_bases', 'held_nbytes', 'hold_bases', 'free_bytes', 'next_logits', 'generate']
 
 # %% ../nbs/05_model.ipynb #670325e0
 @dataclass
@@ -412,6 +415,39 @@ def _left_padded(attention_mask:torch.Tensor|None, ids:torch.Tensor)->torch.Tens
         raise ValueError("a row of attention_mask is all padding: give every row a prompt")
     return m
 
+# %% ../nbs/05_model.ipynb #aa99f0d7
+def quantized_bases(model:nn.Module)->list:
+    "The `QuantLinear` layers of `model` that hold their whole weight (not a shard of it)."
+    whole = lambda m: not any(isinstance(t, DTensor) for t in [*m.parameters(), *m.buffers()])
+    return [m for m in model.modules() if isinstance(m, QuantLinear) and whole(m)]
+
+def held_nbytes(model:nn.Module, dtype:torch.dtype)->int:
+    "The bytes `hold_bases` keeps for `model`: NF4's scales, other kinds' dense weights."
+    return sum(m.hold_nbytes(dtype) for m in quantized_bases(model))
+
+@contextlib.contextmanager
+def hold_bases(model:nn.Module, dtype:torch.dtype, # the dtype the model computes in
+              ):
+    "Inside the `with`, each quantized base of `model` holds what sampling needs (`hold`)."
+    new = [m for m in quantized_bases(model) if m.held is None]  # an outer `with` holds the rest
+    try: yield sum(m.hold(dtype) for m in new)
+    finally:
+        for m in new: m.release()
+
+def free_bytes(device:torch.device)->int:
+    "Memory free on `device`: the GPU's, or the host's available memory (0 where unknown)."
+    if device.type == 'cuda': return torch.cuda.mem_get_info(device)[0]
+    try: meminfo = Path('/proc/meminfo').read_text()
+    except OSError: meminfo = ''
+    if m := re.search(r'MemAvailable:\s+(\d+) kB', meminfo): return int(m[1]) << 10
+    try: return os.sysconf('SC_AVPHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')
+    except (ValueError, OSError, AttributeError): return 0
+
+def next_logits(model:Llama, ids:torch.Tensor, cache:KVCache, **kw)->torch.Tensor:
+    "The float32 logits after the last of `ids`, through `cache`: the head runs on one position."
+    h = model.hidden(ids, cache, **kw)[:, -1:]
+    return softcap(model.lm_head(h), model.config.final_logit_softcapping)[:, -1].float()
+
 # %% ../nbs/05_model.ipynb #2e08eb7d
 @torch.no_grad()
 def generate(model:Llama, ids:torch.Tensor, # (batch, prompt length) token ids
@@ -422,6 +458,9 @@ def generate(model:Llama, ids:torch.Tensor, # (batch, prompt length) token ids
              pad_id:int|None=None, # what a stopped row gets while others go on; default: its eos_id
              seed:int|None=None, # seed of the sampling
              attention_mask:torch.Tensor|None=None, # like `ids`: 0 for left padding, 1 elsewhere
+             # let each quantized base hold what sampling needs for the call (`hold_bases`);
+             # None: when that fits in half the free memory
+             hold:bool|None=None,
             )->torch.Tensor:
     "Continue `ids` by up to `max_new_tokens` tokens with a KV cache, in eval mode; return all ids."
     _check_sampling(max_new_tokens, temperature, top_k, top_p)
@@ -435,13 +474,15 @@ def generate(model:Llama, ids:torch.Tensor, # (batch, prompt length) token ids
     out, nxt, was_training = ids, ids, model.training
     done = torch.zeros(B, 1, dtype=torch.bool, device=ids.device)
     model.eval()
+    if hold is None: hold = 2 * held_nbytes(model, dt) <= free_bytes(ids.device)
     try:
-        for _ in range(max_new_tokens):
-            kw = {} if am is None else dict(attention_mask=am)
-            logits = model(nxt, cache, **kw)[:, -1].float()
-            nxt = _next_token(logits, temperature, top_k, top_p, g).masked_fill(done, pad)
-            out, done = torch.cat([out, nxt], 1), done | torch.isin(nxt, eos)
-            if am is not None: am = torch.cat([am, am.new_ones(B, 1)], 1)
-            if done.all(): break
+        with hold_bases(model, dt) if hold else contextlib.nullcontext():
+            for _ in range(max_new_tokens):
+                kw = {} if am is None else dict(attention_mask=am)
+                logits = next_logits(model, nxt, cache, **kw)
+                nxt = _next_token(logits, temperature, top_k, top_p, g).masked_fill(done, pad)
+                out, done = torch.cat([out, nxt], 1), done | torch.isin(nxt, eos)
+                if am is not None: am = torch.cat([am, am.new_ones(B, 1)], 1)
+                if done.all(): break
     finally: model.train(was_training)
     return out
