@@ -15,6 +15,7 @@ import contextlib, os, re
 from pathlib import Path
 from .core import *
 from .qlora import QuantLinear
+import lorakit.gemv  # NF4 layers hold their scales for its kernel
 from .fuse import fused_linear, DTensor
 
 # %% auto #0

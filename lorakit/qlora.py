@@ -4,8 +4,7 @@
 
 # %% ../nbs/04_qlora.ipynb #100d4a1d
 from __future__ import annotations
-import ctypes, functools, hashlib, itertools, logging, math, os, shutil, subprocess, threading, warnings
-from pathlib import Path
+import functools, itertools, logging, math, threading, warnings
 from dataclasses import dataclass, asdict, fields, replace
 from typing import Callable
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -22,10 +21,10 @@ logging.getLogger('bitsandbytes.backends.cpu.ops').addFilter(
 import bitsandbytes.functional as bnbF
 
 # %% auto #0
-__all__ = ['GEMV_ROWS', 'QUANT_KINDS', 'bnb_quant_state', 'bnb_dequantize', 'dequantize_for_matmul', 'assert_dequantize_paths',
-           'NF4Matmul', 'nf4_linear', 'nf4_mm', 'nf4_mm_grad', 'QuantLinear', 'NF4Linear', 'nf4_gemv_lib', 'gemv_fits',
-           'nf4_gemv', 'assert_gemv_paths', 'HeldNF4', 'QLoRALinear', 'QuantKind', 'register_quant', 'quant_flags',
-           'QuantSpec', 'check_quant', 'takes_quant', 'model_nbytes', 'quantize_base', 'merge_to_16bit', 'merge_to_nf4']
+__all__ = ['QUANT_KINDS', 'bnb_quant_state', 'bnb_dequantize', 'dequantize_for_matmul', 'assert_dequantize_paths', 'NF4Matmul',
+           'nf4_linear', 'nf4_mm', 'nf4_mm_grad', 'QuantLinear', 'NF4Linear', 'QLoRALinear', 'QuantKind',
+           'register_quant', 'quant_flags', 'QuantSpec', 'check_quant', 'takes_quant', 'model_nbytes', 'quantize_base',
+           'merge_to_16bit', 'merge_to_nf4']
 
 # %% ../nbs/04_qlora.ipynb #871bebf6
 _local = threading.local()
@@ -187,27 +186,6 @@ class QuantLinear(nn.Module):
 
     def forward(self, x): return F.linear(x, self.weight.to(x.dtype), self.bias)
 
-    def dense_weight(self, dtype:torch.dtype)->torch.Tensor:
-        "The weight in `dtype`, by the kind's fastest exact kernel (which may reuse a buffer)."
-        return self.weight.to(dtype)
-
-    def hold(self, dtype:torch.dtype)->int:
-        "Keep the weight dequantized in `dtype` until `release`, for calls on few rows; the bytes."
-        self.held = self.dense_weight(dtype).clone()  # a copy: a kernel may reuse its buffer
-        return self.held.nbytes
-
-    def hold_nbytes(self, dtype:torch.dtype)->int:
-        "The bytes `hold(dtype)` keeps."
-        return self.out_features * self.in_features * dtype.itemsize
-
-    def release(self): self.held = None
-
-    def held_forward(self, x:torch.Tensor)->torch.Tensor|None:
-        "`x @ W.T + b` by what `hold` kept, or None where it kept nothing for `x`."
-        W = self.held
-        if not isinstance(W, torch.Tensor) or W.ndim != 2 or W.dtype != x.dtype: return None
-        return F.linear(x, W, None if self.bias is None else self.bias.to(x.dtype))
-
     @property
     def weight(self)->torch.Tensor: raise NotImplementedError  # dense, in `dtype`
 
@@ -237,6 +215,34 @@ class QuantLinear(nn.Module):
         if not torch.isfinite(w).all():
             raise ValueError("weight has NaN or inf values: find where they came from before "
                              "quantizing (lorakit.instrument traces NaNs)")
+
+# %% ../nbs/04_qlora.ipynb #a364aa82
+@patch
+def dense_weight(self:QuantLinear, dtype:torch.dtype)->torch.Tensor:
+    "The weight in `dtype`, by the kind's fastest exact kernel (which may reuse a buffer)."
+    return self.weight.to(dtype)
+
+@patch
+def hold(self:QuantLinear, dtype:torch.dtype)->int:
+    "Keep the weight dequantized in `dtype` until `release`, for calls on few rows; the bytes."
+    self.held = self.dense_weight(dtype).clone()  # a copy: a kernel may reuse its buffer
+    return self.held.nbytes
+
+@patch
+def hold_nbytes(self:QuantLinear, dtype:torch.dtype)->int:
+    "The bytes `hold(dtype)` keeps."
+    return self.out_features * self.in_features * dtype.itemsize
+
+@patch
+def release(self:QuantLinear): self.held = None
+
+@patch
+def held_forward(self:QuantLinear, x:torch.Tensor)->torch.Tensor|None:
+    "`x @ W.T + b` by what `hold` kept, or None where it kept nothing for `x`."
+    W = self.held
+    if not isinstance(W, torch.Tensor) or W.ndim != 2 or W.dtype != x.dtype: return None
+    return F.linear(x, W, None if self.bias is None else self.bias.to(x.dtype))
+
 
 # %% ../nbs/04_qlora.ipynb #365a2075
 _f32_bufs = ('absmax', 'nested_absmax', 'offset')
@@ -304,183 +310,6 @@ def from_linear(cls:NF4Linear, lin:nn.Module, # an `nn.Linear` to quantize
     if not isinstance(lin, nn.Linear):
         raise ValueError(f"expected an nn.Linear to quantize, got {type(lin).__name__}")
     return cls(quantize_nf4(lin.weight.detach(), blocksize, double_quant), lin.bias)
-
-# %% ../nbs/04_qlora.ipynb #e6b408af
-_GEMV_C = r'''
-#include <immintrin.h>
-#include <stdint.h>
-#include <string.h>
-
-/* 8 NF4 values from 4 bytes (high nibble first), looked up in the 16 levels held as two 8-lane halves. */
-static inline __m256 levels8(const uint8_t *p, __m256 lo8, __m256 hi8) {
-    uint32_t w;
-    memcpy(&w, p, 4);
-    const __m256i shift = _mm256_setr_epi32(4, 0, 12, 8, 20, 16, 28, 24);
-    __m256i c = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)w), shift),
-                                 _mm256_set1_epi32(15));
-    __m256 a = _mm256_permutevar8x32_ps(lo8, c), b = _mm256_permutevar8x32_ps(hi8, c);
-    return _mm256_blendv_ps(a, b, _mm256_castsi256_ps(_mm256_slli_epi32(c, 28)));
-}
-
-static inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-/* y (B, N) = x (B, K) @ W.T, W (N, K) in NF4: packed codes, one float32 scale a block of bs along K. */
-void nf4_gemv(const float *x, long B, long K, const uint8_t *packed, const float *scales,
-              long N, long bs, const float *lut, float *y) {
-    const __m256 lo8 = _mm256_loadu_ps(lut), hi8 = _mm256_loadu_ps(lut + 8);
-    const long nb = K / bs;
-    for (long b0 = 0; b0 < B; b0 += 4) {
-        const long m = B - b0 < 4 ? B - b0 : 4;
-        const float *x0 = x + b0 * K;
-        for (long n = 0; n < N; n++) {
-            const uint8_t *row = packed + n * (K / 2);
-            const float *sc = scales + n * nb;
-            __m256 t0 = _mm256_setzero_ps(), t1 = t0, t2 = t0, t3 = t0;
-            for (long j = 0; j < nb; j++) {
-                __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-                for (long i = j * bs; i < (j + 1) * bs; i += 8) {
-                    __m256 w = levels8(row + i / 2, lo8, hi8);
-                    a0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(x0 + i), a0);
-                    if (m > 1) a1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(x0 + K + i), a1);
-                    if (m > 2) a2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(x0 + 2 * K + i), a2);
-                    if (m > 3) a3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(x0 + 3 * K + i), a3);
-                }
-                const __m256 s = _mm256_set1_ps(sc[j]);
-                t0 = _mm256_fmadd_ps(a0, s, t0);
-                t1 = _mm256_fmadd_ps(a1, s, t1);
-                t2 = _mm256_fmadd_ps(a2, s, t2);
-                t3 = _mm256_fmadd_ps(a3, s, t3);
-            }
-            float *yn = y + b0 * N + n;
-            yn[0] = hsum(t0);
-            if (m > 1) yn[N] = hsum(t1);
-            if (m > 2) yn[2 * N] = hsum(t2);
-            if (m > 3) yn[3 * N] = hsum(t3);
-        }
-    }
-}
-'''
-
-# %% ../nbs/04_qlora.ipynb #c2c39133
-_gemv = {}
-
-def nf4_gemv_lib()->ctypes.CDLL|None:
-    "`_GEMV_C` compiled once into lorakit's cache; None without AVX2 and FMA or a C compiler."
-    if 'lib' in _gemv: return _gemv['lib']
-    _gemv['lib'] = None
-    cc = os.environ.get('CC') or shutil.which('cc') or shutil.which('gcc')
-    if torch.backends.cpu.get_cpu_capability() not in ('AVX2', 'AVX512') or cc is None: return None
-    d = cache_dir('kernels')
-    so = d/f"nf4_gemv-{hashlib.sha256(_GEMV_C.encode()).hexdigest()[:12]}.so"
-    try:
-        if not so.is_file():
-            d.mkdir(parents=True, exist_ok=True)
-            (src := d/f'nf4_gemv.{os.getpid()}.c').write_text(_GEMV_C)
-            with atomic_path(so) as tmp:
-                subprocess.run([cc, '-O3', '-mavx2', '-mfma', '-shared', '-fPIC', str(src), '-o',
-                                str(tmp)], check=True, capture_output=True, text=True)
-            src.unlink()
-        lib = ctypes.CDLL(str(so))
-    except (OSError, subprocess.CalledProcessError) as e:
-        warnings.warn(f"lorakit couldn't build its NF4 sampling kernel ({e}): sampling from an NF4 "
-                      f"base holds its weights dequantized instead", RuntimeWarning)
-        return None
-    P, L = ctypes.c_void_p, ctypes.c_long
-    lib.nf4_gemv.argtypes, lib.nf4_gemv.restype = [P, L, L, P, P, L, L, P, P], None
-    _gemv['lib'] = lib
-    return lib
-
-# %% ../nbs/04_qlora.ipynb #b93cb42f
-GEMV_ROWS = 16  # up to this many rows `nf4_gemv` beats dequantizing (bench/generate.py)
-
-def gemv_fits(q:NF4Weight, x:torch.Tensor)->bool:
-    "Whether `nf4_gemv` computes `x @ W.T` for `q`: float32, on the CPU, rows of whole blocks, few rows."
-    K, bs = q.shape[-1], q.blocksize
-    return (len(q.shape) == 2 and q.dtype == x.dtype == torch.float32 and x.device.type == 'cpu'
-            and q.packed.device.type == 'cpu' and K % bs == 0 and bs % 8 == 0
-            and x.shape[-1] == K and x.numel() // K <= GEMV_ROWS)
-
-def nf4_gemv(x:torch.Tensor, # (..., in_features) float32, at most `GEMV_ROWS` rows
-             q:NF4Weight, # the weight, float32, whose blocks don't cross its rows
-             scales:torch.Tensor, # `q.scales()`: float32, one a block
-            )->torch.Tensor:
-    "`x @ W.T` from `q`'s codes by the AVX2 kernel `nf4_gemv_lib` builds; no gradient."
-    lib = nf4_gemv_lib()
-    if lib is None: raise RuntimeError("nf4_gemv needs an x86-64 CPU with AVX2 and a C compiler")
-    if not gemv_fits(q, x):
-        raise ValueError(f"nf4_gemv takes float32 CPU rows (at most {GEMV_ROWS}) of a float32 "
-                         f"weight whose rows are whole blocks: use nf4_linear")
-    N, K = q.shape
-    x2, lut = x.detach().reshape(-1, K).contiguous(), code_table('nf4', 'cpu')
-    s, y = scales.float().contiguous(), x.new_empty(x2.shape[0], N)
-    assert s.numel() == q.numel // q.blocksize, "scales must be q.scales(): one a block"
-    lib.nf4_gemv(x2.data_ptr(), x2.shape[0], K, q.packed.data_ptr(), s.data_ptr(), N,
-                 q.blocksize, lut.data_ptr(), y.data_ptr())
-    return y.view(*x.shape[:-1], N)
-
-# %% ../nbs/04_qlora.ipynb #cefcf7d2
-def assert_gemv_paths(cases=(((1536, 576), 64, 1), ((576, 1536), 64, 3), ((192, 576), 32, 8),
-                             ((40, 96), 32, GEMV_ROWS)), seed:int=0)->dict:
-    "Assert `nf4_gemv` is as close to the float64 product as float32's matmul is; the errors."
-    if nf4_gemv_lib() is None: return {}  # no AVX2 or no compiler: layers hold their dense weight
-    g, errs = torch.Generator().manual_seed(seed), {}
-    for (N, K), bs, rows in cases:
-        q = quantize_nf4(torch.randn(N, K, generator=g), bs, double_quant=True)
-        x, W = torch.randn(rows, K, generator=g), dequantize_nf4(q)
-        ref = x.double() @ W.double().T
-        rel = lambda y: ((y.double() - ref).abs().max() / ref.abs().max()).item()
-        errs[(N, K, rows)] = e = rel(nf4_gemv(x, q, q.scales())), rel(x @ W.T)
-        # float32's own rounding, not another weight
-        if e[0] >= 4 * max(e[1], 1e-7): raise CheckError(f"nf4_gemv of {(N, K)}, {rows} rows: {e}")
-    return errs
-
-# %% ../nbs/04_qlora.ipynb #ef535b13
-class HeldNF4:
-    "What an `NF4Linear` holds for sampling: `q`'s float32 scales and `nf4_gemv`'s arguments."
-    def __init__(self, q:NF4Weight):
-        self.q, self.scales = q, q.scales().float().contiguous()
-        self.lut, self.lib = code_table('nf4', 'cpu'), nf4_gemv_lib()
-        self.nbytes = self.scales.nbytes
-        # the kernel's arguments after x's: computed once, not at every token
-        self.args = (q.shape[1], q.packed.data_ptr(), self.scales.data_ptr(), q.shape[0],
-                     q.blocksize, self.lut.data_ptr())
-
-    def __call__(self, x:torch.Tensor)->torch.Tensor|None:
-        "`nf4_gemv(x, q, scales)` without its checks, or None unless `x` is few float32 rows."
-        K = self.q.shape[1]
-        if x.requires_grad or x.dtype != torch.float32 or x.numel() > GEMV_ROWS * K: return None
-        x2 = x.reshape(-1, K).contiguous()
-        y = x.new_empty(*x.shape[:-1], self.q.shape[0])
-        self.lib.nf4_gemv(x2.data_ptr(), x2.shape[0], *self.args, y.data_ptr())
-        return y
-
-def _gemv_ok(q:NF4Weight, dtype:torch.dtype)->bool:
-    return gemv_fits(q, torch.empty(1, q.shape[-1], dtype=dtype)) and nf4_gemv_lib() is not None
-
-@patch
-def hold(self:NF4Linear, dtype:torch.dtype)->int:
-    "Keep the float32 scales for `nf4_gemv` where it applies, else the dense weight; the bytes."
-    q = self.q
-    if not _gemv_ok(q, dtype): return QuantLinear.hold(self, dtype)
-    self.held = HeldNF4(q)
-    return self.held.nbytes
-
-@patch
-def hold_nbytes(self:NF4Linear, dtype:torch.dtype)->int:
-    q = self.q
-    return q.numel // q.blocksize * 4 if _gemv_ok(q, dtype) else QuantLinear.hold_nbytes(self, dtype)
-
-@patch
-def held_forward(self:NF4Linear, x:torch.Tensor)->torch.Tensor|None:
-    "By `nf4_gemv` on few rows while the scales are held; the dense weight if that is held."
-    if not isinstance(self.held, HeldNF4): return QuantLinear.held_forward(self, x)
-    y = self.held(x)  # None for a prompt's many rows, or a training step
-    return y if y is None or self.bias is None else y + self.bias
 
 # %% ../nbs/04_qlora.ipynb #4b6055bb
 class QLoRALinear(LoRALinear):

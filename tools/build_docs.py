@@ -31,7 +31,7 @@ def notebooks(only:list=None)->list:
     return sorted(Path(p) for p in nbglob(NBS) if Path(p).name != 'index.ipynb' and (not only or Path(p).stem in only))
 
 # The site's navigation in parts, each notebook in one; a part's notebooks keep their numbers, so reading order shows.
-PARTS = {'LoRA and QLoRA': ['00_core', '01_lora', '02_inject', '03_nf4', '04_qlora', '04a_lowbit', '04b_fuse'],
+PARTS = {'LoRA and QLoRA': ['00_core', '01_lora', '02_inject', '03_nf4', '04_qlora', '04a_lowbit', '04b_fuse', '04c_gemv'],
          'Model and data': ['05_model', '05b_objective', '06_data', '06a_pretrain', '06b_instruct', '06c_prefs'],
          'Training': ['07_train', '07a_run', '11_fsdp'],
          'Shipping': ['08_adapters', '08a_export', '08b_ollama'],

@@ -12,7 +12,7 @@ or on a CPU that isn't x86-64, it says it skipped the emulated run.
 """
 import os, platform, shutil, subprocess, sys
 
-CHECK = ("import torch; from lorakit.qlora import assert_dequantize_paths as c, assert_gemv_paths as g; "
+CHECK = ("import torch; from lorakit.qlora import assert_dequantize_paths as c; from lorakit.gemv import assert_gemv_paths as g; "
          "n, e = c(), g(); print(f'{torch.backends.cpu.get_cpu_capability()}: {n} dequantize cases, every path "
          "exact; ' + (f'{len(e)} cases of the NF4 sampling kernel within float32 rounding' if e else "
          "'the NF4 sampling kernel not built here (no AVX2 or no C compiler): layers hold dense weights'))")
