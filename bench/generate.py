@@ -10,8 +10,9 @@ What runs, each configuration in a process of its own (so its peak memory is its
 round, `--rounds` rounds, so that the machine's load falls on all of them alike; the table gives medians over rounds:
 - lorakit `generate` on SmolLM2 loaded from its float32 checkpoint, the base held as NF4 (04_qlora), 2-bit HQQ
   (04a_lowbit) or full precision, LoRA r 8 on every linear layer with a non-zero B (so its side path runs), computing
-  in float32 or bfloat16 (`--dtypes`); `generate` holds each quantized base dequantized for the call (05's
-  `dense_bases`). The row "NF4, hold=False" is the path before that: every 4-bit layer dequantized at every token.
+  in float32 or bfloat16 (`--dtypes`); `generate` holds each quantized base for the call (05's `hold_bases`): NF4
+  its scales for 04c's kernel (float32), other kinds and bf16 their weight dequantized once. The row "NF4, hold=False"
+  is the path before that: every 4-bit layer dequantized at every token.
 - llama.cpp (llama-cpp-python 0.3.36, built once into lorakit's cache) on the same weights: SmolLM2's shipped Q4_1
   GGUF, and q4_0, q8_0 and f32 files `export_gguf` writes from the float32 checkpoint (once, into the cache); weight
   repacking off, as `LlamaCpp` runs it (it crashes on AMX CPUs). Batch 1 only: llama-cpp-python decodes one sequence.
@@ -201,9 +202,9 @@ def main():
             runs[k].append(json.loads(line[0][7:]))
             print(f"round {r + 1}/{a.rounds}: {label} done", file=sys.stderr)
     cpu = torch.backends.cpu.get_cpu_capability()
-    amx = 'AMX-BF16' if torch.cpu._is_amx_tile_supported() else 'no AMX'
+    from lorakit.core import fast_bf16
     print(f"Greedy and sampled decoding of SmolLM2-135M-Instruct, an 8-token prompt then {a.new} new tokens, "
-          f"{a.threads} thread(s) on every side, CPU {cpu}, {amx}, "
+          f"{a.threads} thread(s) on every side, CPU {cpu} ({fast_bf16()[1]}), "
           f"medians over {a.rounds} round(s)\n")
     ref = 'llama.cpp:Q4_1' if 'llama.cpp:Q4_1' in runs else None
     med = lambda k, case, f: statistics.median(r[case][f] for r in runs[k]) if case in runs[k][0] else None

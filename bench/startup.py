@@ -82,10 +82,11 @@ def _phase_run(job:str, ckpt:str):
         t = time.perf_counter()
         ts[k], t0 = t - t0, t
     if job == 'peft': return _peft(ckpt, lap, ts)
-    import lorakit.cli, lorakit.finetune as F  # what `lorakit-train` imports
+    import lorakit.cli  # what `lorakit-train` imports
+    from lorakit.finetune import Job  # (`lorakit.finetune` the attribute is the function)
     from lorakit.train import TrainConfig
     lap('imports')
-    job = F.Job(TrainConfig(model=ckpt if job.startswith('smollm2') else None), log=None)
+    job = Job(TrainConfig(model=ckpt if job.startswith('smollm2') else None), log=None)
     lap('job')
     job.data
     lap('data')

@@ -103,7 +103,7 @@ def _add_fields(p, cls, docs:dict, skip:tuple=()):
 def _heading(g)->str: return g.__name__.removesuffix('Settings').lower()
 
 _TRAIN_DOCS = dict(targets="'all-linear', a regex, or layer names separated by commas",
-                   autocast='bf16 autocast; auto: on for a GPU that supports bf16')
+                   autocast='bf16 autocast, LoRA in float32; auto: on for a bf16 base or GPU')
 
 def _quant_help()->str:
     "--quant's help: a line for each kind registered (`lorakit.qlora.QUANT_KINDS`), and none."

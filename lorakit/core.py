@@ -12,10 +12,10 @@ import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
 from fastcore.basics import ifnone
 
 # %% auto #0
-__all__ = ['set_seed', 'get_device', 'get_dtype', 'ParamCount', 'count_params', 'Block', 'ProxyData', 'proxy_task', 'CheckError',
-           'cross_entropy', 'assert_loss_at_init', 'overfit_one_batch', 'check_arg', 'evaluate', 'fit_proxy',
-           'plot_curves', 'atomic_path', 'is_atomic_tmp', 'clean_tmp', 'check_out_dir', 'atomic_dir', 'check_not_input',
-           'cache_dir', 'run_proxy']
+__all__ = ['set_seed', 'get_device', 'get_dtype', 'fast_bf16', 'ParamCount', 'count_params', 'Block', 'ProxyData', 'proxy_task',
+           'CheckError', 'cross_entropy', 'assert_loss_at_init', 'overfit_one_batch', 'check_arg', 'evaluate',
+           'fit_proxy', 'plot_curves', 'atomic_path', 'is_atomic_tmp', 'clean_tmp', 'check_out_dir', 'atomic_dir',
+           'check_not_input', 'cache_dir', 'run_proxy']
 
 # %% ../nbs/00_core.ipynb #24e13f04
 def set_seed(seed:int=42, # seed for Python's `random`, NumPy and torch (CPU and every GPU)
@@ -53,6 +53,21 @@ def get_dtype(dtype:str|torch.dtype, # a floating `torch.dtype`, or a name: 'bf1
     if d is None or not d.is_floating_point:
         raise ValueError(f"unknown float dtype {dtype!r}: use one of {', '.join(_dtypes)}")
     return d
+
+# %% ../nbs/00_core.ipynb #ca116638
+def fast_bf16(device:str|torch.device='cpu', # the device a run computes on
+             )->tuple[bool, str]:
+    "Whether `device` computes faster in bf16 than in float32, and why, in words."
+    d = torch.device(device)
+    if d.type == 'cuda':
+        ok = torch.cuda.is_bf16_supported()
+        return ok, f"this GPU {'computes' if ok else 'does not compute'} in bf16"
+    if d.type != 'cpu': return False, f"lorakit computes in float32 on {d.type}"
+    has = lambda name: bool(getattr(torch.cpu, f'_is_{name}_supported', lambda: False)())
+    if has('amx_tile'): return True, "this CPU multiplies bf16 in its AMX tiles"
+    if has('avx512_bf16'): return True, "this CPU multiplies bf16 with AVX512-BF16"
+    return False, "this CPU has neither AMX nor AVX512-BF16, so bf16 would be slower"
+
 
 # %% ../nbs/00_core.ipynb #a6436b7c
 class ParamCount(NamedTuple):

@@ -147,9 +147,10 @@ def quant(self:Job)->QuantSpec|None:
     return QuantSpec.from_flag(self.plan.quant)
 @patch(as_prop=True)
 def lora(self:Job)->dict:
-    "`add_lora`'s arguments."
+    "`add_lora`'s arguments: under autocast, LoRA's weights in float32 whatever the base's dtype."
     p = self.plan
-    return dict(targets=p.targets, r=p.r, alpha=p.alpha, dropout=p.dropout, rslora=p.rslora)
+    return dict(targets=p.targets, r=p.r, alpha=p.alpha, dropout=p.dropout, rslora=p.rslora,
+                dtype=torch.float32 if p.autocast else None)
 
 # %% ../nbs/98_finetune.ipynb #d98cbeb6
 @patch
@@ -446,8 +447,10 @@ def _wrote(plan:Plan)->str:
     return f"\nwrote {plan.out}/: {' '.join(names)}"
 
 def _said(choices:dict)->str:
-    "'dtype float32, loss plain, ...': what `resolve` decided, for the run's first line."
-    return 'plan: ' + ', '.join(f"{k.replace('_', ' ')} {v}" for k, v in choices.items())
+    "'dtype float32 (why), loss plain, ...': what `resolve` decided, for the run's first line."
+    why = lambda k: f" ({r})" if (r := choices.get(f'{k}_reason')) else ''
+    return 'plan: ' + ', '.join(f"{k.replace('_', ' ')} {v}{why(k)}" for k, v in choices.items()
+                                if not k.endswith('_reason'))
 
 # %% ../nbs/98_finetune.ipynb #cdc22f6b
 def finetune(cfg:TrainConfig|None=None, # default: the shipped base, Python's docs, lorakit-run/

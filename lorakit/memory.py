@@ -355,7 +355,7 @@ def layer_activations(mc:LlamaConfig, # the model
 # (`data` only by being preference pairs, whose step runs two sequences a pair)
 MEMORY_FIELDS = ('model', 'data', 'quant', 'dtype', 'device', 'r', 'dropout', 'targets', 'bs',
                  'seq_len', 'grad_accum', 'optimizer', 'grad_ckpt', 'loss', 'precompute_ref',
-                 'fsdp', 'cpu_offload')
+                 'fsdp', 'cpu_offload', 'autocast')
 
 def _plan(job, model_config=None)->tuple[Plan, LlamaConfig]:
     "`job`'s plan (a `TrainConfig` resolved as for a GPU, a `Plan`, or a job's), and its sizes."
@@ -384,10 +384,12 @@ def _step_settings(plan:Plan, world_size:int, lora_dtype:str|None, chunk:int|Non
     ref = (None if plan.objective != 'dpo' else 'precomputed'  # SimPO has no reference
            if plan.precompute_ref == 'on' else 'each micro-batch')
     dtype = _SHORT.get(plan.dtype, plan.dtype)  # the rows' names: 'bf16 weights'
-    get_dtype(lora_dtype or dtype)  # names the dtypes it knows
+    # LoRA in float32 under autocast (`Job.lora`), else in the base's dtype, as `add_lora` makes it
+    lora_dtype = lora_dtype or ('float32' if plan.autocast else dtype)
+    get_dtype(lora_dtype)  # names the dtypes it knows
     return dict(quant=plan.quant, r=plan.r, targets=plan.targets, bs=plan.bs,
                 seq_len=plan.seq_len, grad_ckpt=plan.grad_ckpt, dtype=dtype,
-                lora_dtype=lora_dtype or dtype, optimizer=plan.optimizer, dropout=plan.dropout,
+                lora_dtype=lora_dtype, optimizer=plan.optimizer, dropout=plan.dropout,
                 loss=plan.token_loss, chunk=chunk, grad_accum=plan.grad_accum,
                 world_size=world_size, cpu_offload=plan.cpu_offload, quant_bits=quant_bits,
                 pref=pref, ref=ref, device=plan.device,
@@ -549,7 +551,8 @@ def estimate_memory(job, # a `TrainConfig`, its `Plan`, or a job (its `.plan`)
                     # dict or a `LlamaConfig`; default: the job's model (no weights are read)
                     model_config=None,
                     world_size:int=1, # GPUs of an `fsdp` job, sharing weights, grads, states
-                    # the LoRA weights, their grads and states; default: the base's, as `add_lora`
+                    # the LoRA weights, their grads and states; default: float32 under autocast,
+                    # else the base's dtype, as the job makes them
                     lora_dtype:str|None=None,
                     chunk:int|None=None, # tokens a chunk of the chunked loss; default `auto_chunk`
                     # each rank held the whole model before sharding it (FSDP1's

@@ -396,7 +396,7 @@ def train(model:nn.Module, # a model whose trainable parameters (the LoRA weight
           before:float|dict|None=None, # `model`'s validation loss or record, if measured: step 0's
          )->list[dict]:
     "`fit` keeping the run directory `cfg.out`: resumable, stopped by Ctrl-C after the step."
-    plan = resolve(cfg or TrainConfig(), device=str(next(model.parameters()).device))
+    plan = fit_plan(cfg, model)
     group = group or OneProcess()
     if plan.out and group.main:
         prepare_run_dir(plan.out, resume, overwrite, group.checkpoint.name, job_inputs(plan))

@@ -24,7 +24,7 @@ __all__ = ['TOKEN_LOSSES', 'PREF_LOSSES', 'LOSSES', 'OBJECTIVES', 'REF_MODES', '
            'settings_docs', 'job_model_path', 'job_inputs', 'job_docs', 'jsonl_files', 'first_jsonl_row', 'jsonl_rows',
            'objective_of', 'Plan', 'chunks_pay', 'resolve', 'settings_changed', 'make_optimizer', 'span',
            'grad_checkpointing', 'compile_layers', 'progress_bar', 'LoopState', 'Callback', 'NonFiniteError',
-           'validate', 'fit', 'plot_history', 'sample_text']
+           'validate', 'fit_plan', 'fit', 'plot_history', 'sample_text']
 
 # %% ../nbs/07_train.ipynb #ce4657b4
 # the loss and objective names, here and nowhere else (`SCHEDULES` are 05b's, `quant_flags()` 04's):
@@ -71,7 +71,9 @@ class ModelSettings:
     # how the base is held: a kind of 04's `QUANT_KINDS` ('nf4', QLoRA's 4 bits; 04a's 'hqq4',
     # 'hqq3', 'hqq2' and 'ternary'), or 'none' (LoRA on the full-precision base)
     quant:str='nf4'
-    dtype:str='auto' # the base's dtype: 'auto' is bf16 on a GPU that supports it, else float32
+    # the base's dtype: 'auto' is bf16 where the device computes fast in it (00's `fast_bf16`:
+    # a GPU that supports it, a CPU with AMX or AVX512-BF16), else float32
+    dtype:str='auto'
     r:int=8 # LoRA rank
     alpha:float=16 # LoRA alpha: the update is scaled by alpha/r
     dropout:float=0.05 # dropout on the LoRA path's input
@@ -116,7 +118,9 @@ class SpeedSettings:
     # the run directory ('on'), or by the adapters-off forward at each micro-batch ('off');
     # 'auto': on when the run's steps see as many pairs as the data holds (`resolve`)
     precompute_ref:str='auto'
-    autocast:bool|None=None # bf16 autocast; None: on for a GPU that supports bf16
+    # bf16 autocast, LoRA's weights, gradients and optimizer state kept in float32; None: on
+    # for a bf16 base, and for any base on a GPU that supports bf16
+    autocast:bool|None=None
 
 # %% ../nbs/07_train.ipynb #0d4d89e1
 @dataclass
@@ -296,6 +300,7 @@ class Plan(TrainConfig):
     objective:str='text' # one of `OBJECTIVES`: what the data makes the run train for
     token_loss:str='plain' # the next-token loss, 'chunked' or 'plain' (a preference loss's too)
     given:dict=field(default_factory=dict) # the settings as given, before resolving
+    reasons:dict=field(default_factory=dict) # why a setting was decided as it was, in words
     def __post_init__(self): "Checked as given; `resolve` decides only values that pass."
     @property
     def choices(self)->dict:
@@ -304,7 +309,8 @@ class Plan(TrainConfig):
         said = {k: v for k in self.given
                 if k not in quiet and (v := getattr(self, k)) != self.given[k]}
         token = {} if self.token_loss == self.loss else dict(token_loss=self.token_loss)
-        return dict(objective=self.objective) | said | token
+        why = {f'{k}_reason': v for k, v in self.reasons.items() if k in said}
+        return dict(objective=self.objective) | said | why | token
 
 def chunks_pay(vocab:int, hidden:int)->bool:
     "Whether the chunked loss pays: the vocabulary is over twice the hidden size (10_memory)."
@@ -324,13 +330,14 @@ def resolve(cfg:TrainConfig, # the settings as given
             mc=None, # the checkpoint's `LlamaConfig`: its vocabulary and context; None: a toy
             device:str|None=None, # the device to plan for; default: `cfg.device`, or the GPU
             bf16:bool|None=None, # whether that device computes fast in bf16; default: it says
-            gpu:bool=False, # plan for a GPU with bf16 unless `cfg.device` is 'cpu' (an estimate)
+            gpu:bool=False, # plan for a GPU with bf16 unless `cfg.device` is 'cpu' (then this CPU)
            )->Plan:
     "`cfg` with each 'auto' decided by the checkpoint, the data and the machine: the run's `Plan`."
     if isinstance(cfg, Plan): return cfg
-    if gpu: device, bf16 = ('cpu', False) if cfg.device == 'cpu' else (cfg.device or 'cuda', True)
+    if gpu: device, bf16 = ('cpu', None) if cfg.device == 'cpu' else (cfg.device or 'cuda', True)
     dev = torch.device(device) if device is not None else get_device(cfg.device)
-    if bf16 is None: bf16 = dev.type == 'cuda' and torch.cuda.is_bf16_supported()
+    if bf16 is None: bf16, why = fast_bf16(dev)
+    else: why = f"planned {'with' if bf16 else 'without'} fast bf16 on {dev.type}"
     if mc is not None and cfg.seq_len > (ctx := mc.max_position_embeddings):
         raise ValueError(f"--seq-len {cfg.seq_len} is longer than the model's context "
                          f"(max_position_embeddings={ctx}): use at most {ctx}")
@@ -341,12 +348,14 @@ def resolve(cfg:TrainConfig, # the settings as given
     given = asdict(cfg)
     return Plan(**given | dict(
         device=str(dev), dtype=str(dtype).removeprefix('torch.'),
-        autocast=cfg.autocast if cfg.autocast is not None else dev.type == 'cuda' and bf16,
+        autocast=(cfg.autocast if cfg.autocast is not None
+                  else dtype == torch.bfloat16 or dev.type == 'cuda' and bf16),
         loss=obj if obj in PREF_LOSSES else token, chat=obj == 'chat',
         precompute_ref=_precompute(cfg, obj),
         eval_every=cfg.eval_every or (max(1, cfg.steps // 5) if cfg.steps >= 25 else cfg.steps),
         samples=cfg.samples if cfg.samples is not None else min(120, 4 * cfg.steps)),
-        objective=obj, token_loss=token, given=given)
+        objective=obj, token_loss=token, given=given,
+        reasons=dict(dtype=why) if cfg.dtype == 'auto' else {})
 
 # %% ../nbs/07_train.ipynb #ad2fe8fb
 def settings_changed(cfg:TrainConfig, # the settings now
@@ -490,6 +499,19 @@ def _amp(plan:Plan, dev:torch.device):
     return (torch.autocast(dev.type, dtype=torch.bfloat16) if plan.autocast
             else contextlib.nullcontext())
 
+def fit_plan(cfg:TrainConfig|None, # the settings, or their `Plan`
+             model:nn.Module, # the model to train, already built: its device and dtype are given
+            )->Plan:
+    "`cfg` resolved for a model already built: on its device, and 'auto' in its own dtype."
+    frozen = [p for p in model.parameters() if p.is_floating_point() and not p.requires_grad]
+    p = (frozen or list(model.parameters()))[0]
+    if isinstance(cfg, Plan) or p.device.type == 'cuda':  # a GPU: as `resolve` says
+        return resolve(cfg or TrainConfig(), device=str(p.device))
+    plan = resolve(cfg or TrainConfig(), device=str(p.device), bf16=p.dtype == torch.bfloat16)
+    if 'dtype' in plan.reasons: plan.reasons['dtype'] = f"the model is {str(p.dtype)[6:]}"
+    return plan
+
+
 # %% ../nbs/07_train.ipynb #070d9ff2
 def fit(model:nn.Module, # a model whose trainable parameters (the LoRA weights) will be trained
         data:LMData|None, # train and valid rows (`lm_data`); None: no validation, `source` given
@@ -503,8 +525,7 @@ def fit(model:nn.Module, # a model whose trainable parameters (the LoRA weights)
     "Train `model`; return a record per step: loss, lr, grad norm, and the valid loss if measured."
     params = [p for p in model.parameters() if p.requires_grad]
     if not params: raise ValueError("model has no trainable parameters: add_lora first")
-    dev = params[0].device
-    plan = resolve(cfg or TrainConfig(), device=str(dev))
+    plan, dev = fit_plan(cfg, model), params[0].device
     set_seed(plan.seed)
     opt = make_optimizer(params, plan.optimizer, plan.lr, plan.weight_decay)
     source = source or PackedLoader(data.xt, data.yt, plan.bs, seed=plan.seed, doc_ids=data.dt)
