@@ -91,19 +91,20 @@ def nf4_gemv_lib()->ctypes.CDLL|None:
     if torch.backends.cpu.get_cpu_capability() not in ('AVX2', 'AVX512') or cc is None: return None
     d = cache_dir('kernels')
     so = d/f"nf4_gemv-{hashlib.sha256(_GEMV_C.encode()).hexdigest()[:12]}.so"
+    src = d/f'nf4_gemv.{os.getpid()}.c'
     try:
         if not so.is_file():
             d.mkdir(parents=True, exist_ok=True)
-            (src := d/f'nf4_gemv.{os.getpid()}.c').write_text(_GEMV_C)
+            src.write_text(_GEMV_C)
             with atomic_path(so) as tmp:
                 subprocess.run([cc, '-O3', '-mavx2', '-mfma', '-shared', '-fPIC', str(src), '-o',
                                 str(tmp)], check=True, capture_output=True, text=True)
-            src.unlink()
         lib = ctypes.CDLL(str(so))
     except (OSError, subprocess.CalledProcessError) as e:
         warnings.warn(f"lorakit couldn't build its NF4 sampling kernel ({e}): sampling from an NF4 "
                       f"base holds its weights dequantized instead", RuntimeWarning)
         return None
+    finally: src.unlink(missing_ok=True)  # built or not, the source goes
     P, L = ctypes.c_void_p, ctypes.c_long
     lib.nf4_gemv.argtypes, lib.nf4_gemv.restype = [P, L, L, P, P, L, L, P, P], None
     _gemv['lib'] = lib
