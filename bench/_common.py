@@ -61,3 +61,16 @@ def small_llama(a, dev, dt):
                       num_key_value_heads=max(a.hidden//128, 1), max_position_embeddings=a.seq)
     set_seed(0)
     return LlamaForCausalLM(cfg).to(dev, dt), torch.randint(0, cfg.vocab_size, (a.bs, a.seq), device=dev)
+
+def bnb_nf4_base(model, compute_dtype=torch.float32):
+    "A transformers model's linear layers but the head as bitsandbytes Linear4bit: NF4, block 64, double quant."
+    import bitsandbytes as bnb
+    from lorakit.inject import find_targets, set_module
+    for n in find_targets(model):
+        lin = model.get_submodule(n)
+        l4 = bnb.nn.Linear4bit(lin.in_features, lin.out_features, bias=False, compute_dtype=compute_dtype,
+                               quant_type='nf4', compress_statistics=True)
+        l4.weight = bnb.nn.Params4bit(lin.weight.detach().clone(), requires_grad=False, quant_type='nf4',
+                                      compress_statistics=True)
+        set_module(model, n, l4.to('cpu'))  # Params4bit quantizes on .to(device)
+    return model

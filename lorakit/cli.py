@@ -82,12 +82,14 @@ def _arg(f:dataclasses.Field)->dict:
     t = str(f.type).replace(' ', '')
     if t == 'bool': return dict(action='store_true')
     if t == 'bool|None': return dict(type=_on_off, metavar='on|off|auto', default='auto')
+    if f.name == 'reward': return dict(nargs='+', action='extend', metavar='NAME')
+    if f.name == 'reward_weights': return dict(nargs='+', type=float, metavar='W')
     if t == 'list|None': return dict(nargs='*', metavar='PATH')
     if f.name == 'targets': return dict(type=_targets)
     if f.name == 'quant':  # the kinds registered now (lorakit.train has loaded 04a's); the
         from lorakit.qlora import quant_flags  # check is TrainConfig's, in one line
         return dict(metavar='|'.join(quant_flags()))
-    return dict(type={'int': int, 'int|None': int, 'float': float}.get(t, str))
+    return dict(type={'int': int, 'int|None': int, 'float': float, 'float|None': float}.get(t, str))
 
 # %% ../nbs/99_cli.ipynb #5cf1b910
 def _add_fields(p, cls, docs:dict, skip:tuple=()):

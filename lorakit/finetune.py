@@ -29,11 +29,14 @@ from .nudge import ProxyRun, proxy_config
 from .instruct import read_chats, chat_data
 from .prefs import Pair, read_prefs, pref_data
 from .dpo import DPOLoss, RefLogps, precompute_ref, ref_key
+from functools import partial
+from .grpo import (GRPOLoss, PromptData, RolloutSource, complete, prompt_ids,
+                          read_prompts, reward_fn)
 from .core import cache_dir
 
 # %% auto #0
-__all__ = ['REF_FILE', 'chat_job_data', 'pref_job_data', 'job_rows', 'Job', 'Measured', 'finetune', 'load_job', 'first_steps',
-           'assert_loss_curve', 'JobProxy']
+__all__ = ['REF_FILE', 'chat_job_data', 'grpo_job_data', 'pref_job_data', 'job_rows', 'Job', 'Measured', 'finetune', 'load_job',
+           'first_steps', 'assert_loss_curve', 'JobProxy']
 
 # %% ../nbs/98_finetune.ipynb #394e75ad
 def chat_job_data(plan:Plan, tok, log=print)->tuple:
@@ -54,6 +57,20 @@ def chat_job_data(plan:Plan, tok, log=print)->tuple:
                               on_bad=plan.on_bad, pack=plan.pack, log=log)
     return data, held, skipped + s
 
+# %% ../nbs/98_finetune.ipynb #7f869bfc
+def grpo_job_data(plan:Plan, tok, log=print, ctx:int|None=None)->tuple:
+    "A GRPO job's prompts (15's `PromptData`), its held-out prompts, and the lines it skipped, why."
+    rows, skipped = read_prompts(jsonl_files(plan.data), plan.on_bad)
+    P, M = max(len(prompt_ids(tok, r['prompt'])) for r in rows), plan.max_completion_length
+    if ctx and P + M > ctx:
+        raise ValueError(f"the longest prompt has {P} tokens: with --max-completion-length {M} "
+                         f"that is more than the model's context ({ctx}): shorten the prompts, or "
+                         f"lower --max-completion-length to {ctx - P} at most")
+    fns = [reward_fn(r) for r in plan.reward]
+    data = PromptData(rows, tok, fns, plan.reward_weights, plan.max_completion_length,
+                      seed=plan.seed)
+    return data, data.held, skipped
+
 def pref_job_data(plan:Plan, tok, log=print)->tuple:
     "A preference job's rows (06c's `pref_data`), its held-out pairs, and those it skipped, why."
     pairs, skipped = [], []
@@ -72,7 +89,12 @@ def _skips(cuts:list, skipped:list)->str:
 
 def _note(plan:Plan, data:LMData, held:list, skipped:list, cuts:list=())->str:
     "What a chat or preference job made of its files, in one line."
-    if plan.objective == 'chat':
+    if plan.objective == 'grpo':
+        G, rw = plan.num_generations, ', '.join(plan.reward)
+        note = (f"prompts: {len(data.train)} to sample from, {len(held)} held out; {G} completions "
+                f"of each, {plan.max_completion_length} tokens at most; rewards {rw}; "
+                f"the loss {plan.loss_type}, beta {plan.beta}")
+    elif plan.objective == 'chat':
         rows = 'whole conversations packed' if plan.pack else 'a conversation each'
         on = 'every token' if plan.all_tokens else 'the assistant tokens'
         note = (f"chat: {len(data.xt)} training rows ({rows}), {len(held)} conversations held out; "
@@ -83,17 +105,19 @@ def _note(plan:Plan, data:LMData, held:list, skipped:list, cuts:list=())->str:
                 f"the loss {plan.objective}, beta {plan.beta}{gamma}")
     return note + _skips(cuts, skipped)
 
+# %% ../nbs/98_finetune.ipynb #d8b095a1
 def job_rows(plan:Plan, tok, ctx:int, log=print)->tuple[LMData, list]:
     "The job's rows, and the documents (or held-out conversations or pairs) its samples continue."
     cuts = []  # what the rows cut or left out, said in the job's note
-    if plan.objective in PREF_LOSSES or plan.objective == 'chat':
-        read = chat_job_data if plan.objective == 'chat' else pref_job_data
+    if plan.objective in PREF_LOSSES + ('chat', 'grpo'):
+        read = dict(chat=chat_job_data, grpo=partial(grpo_job_data, ctx=ctx)).get(plan.objective,
+                                                                                 pref_job_data)
         data, docs, skipped = read(plan, tok, cuts.append)
         log(_note(plan, data, docs, skipped, cuts))
     else:
         docs = job_docs(plan)
         data = lm_data(docs, tok, plan.seq_len, seed=plan.seed, max_len=ctx)
-    if plan.bs > len(data.xt):
+    if plan.objective != 'grpo' and plan.bs > len(data.xt):  # GRPO's prompts go round
         what = 'pairs' if plan.objective in PREF_LOSSES else 'rows'
         raise ValueError(f"--bs {plan.bs} is more than the {len(data.xt)} {what} of training data: "
                          f"use a smaller --bs or --seq-len, or more data")
@@ -142,6 +166,8 @@ from .qlora import QuantSpec
 @patch(as_prop=True)
 def is_pref(self:Job)->bool: return self.plan.objective in PREF_LOSSES
 @patch(as_prop=True)
+def is_grpo(self:Job)->bool: return self.plan.objective == 'grpo'
+@patch(as_prop=True)
 def quant(self:Job)->QuantSpec|None:
     "How the job quantizes its base: `plan.quant` as a `QuantSpec`, or None for full precision."
     return QuantSpec.from_flag(self.plan.quant)
@@ -181,6 +207,7 @@ def load(self:Job)->nn.Module:
 def loss(self:Job, model:nn.Module|None=None):
     "The objective the loop calls, as the job's processes reduce it: `pick_loss`'s, or DPO's."
     m, p = model or self.model, self.plan
+    if self.is_grpo: return GRPOLoss(p.loss_type, p.beta, p.epsilon, temperature=p.temperature)
     lm = pick_loss(m, p.token_loss)
     if not self.is_pref: return self.group.loss(lm)
     return self.group.loss(DPOLoss(p.beta, p.objective, lm=lm, ref=self.ref, gamma=p.simpo_gamma))
@@ -273,13 +300,24 @@ def train(self:Job, resume:bool=False, overwrite:bool=False, progress:bool=True,
     cbs = [*callbacks, *self.group.callbacks()]
     if self.ref is not None and self.plan.out:  # a resumed run reads it from there
         cbs.insert(0, _KeepRef(self.ref, Path(self.plan.out)/REF_FILE, self.group))
+    loss = self.loss()
     return train(self.model, self.data, self.plan, resume=resume, overwrite=overwrite,
-                 progress=progress, stop=stop, callbacks=cbs, loss_fn=self.loss(),
-                 group=self.group, before=before)
+                 progress=progress, stop=stop, callbacks=cbs, loss_fn=loss,
+                 group=self.group, before=before, source=self.source(loss))
+
+@patch
+def source(self:Job, loss)->RolloutSource|None:
+    "A GRPO job's batch source (the model samples its prompts, the rewards score them); else None."
+    p, d = self.plan, self.data
+    if not self.is_grpo: return None  # `train` makes the loader over the rows
+    return RolloutSource(self.model, self.tok, d.train, d.fns, loss, p.num_generations, p.bs,
+                         p.grad_accum, p.steps_per_generation, p.max_completion_length,
+                         p.reward_weights, p.scale_rewards, seed=p.seed, autocast=p.autocast)
 
 # %% ../nbs/98_finetune.ipynb #29419d38
 _PROBE_BATCHES = 20  # of the Shakespeare probe: its rows' losses vary little, so 320 rows will do
-_REWARDS = {'reward accuracy': 'valid_rewards/accuracies', 'reward margin': 'valid_rewards/margins'}
+_REWARDS = {'reward accuracy': 'valid_rewards/accuracies', 'reward margin': 'valid_rewards/margins',
+            'held-out reward': 'valid_reward'}
 
 class Measured(NamedTuple):
     "What `Job.evaluate` measured: the losses by set, and the loop's validation record."
@@ -291,7 +329,8 @@ def eval_sets(self:Job)->dict:
     "What the job validates on, by name: (rows, how many batches of them; None: all)."
     nb = self.plan.eval_batches
     sets = {'valid': (self.data, nb)}
-    if self.probe is not None: sets['shakespeare'] = (self.probe, min(_PROBE_BATCHES, nb or 10**9))
+    probe = self.probe if not self.is_grpo else None  # GRPO's validation is its reward
+    if probe is not None: sets['shakespeare'] = (self.probe, min(_PROBE_BATCHES, nb or 10**9))
     return sets
 
 @patch
@@ -301,9 +340,10 @@ def evaluate(self:Job, valid:dict|None=None)->Measured:
     def ev(ds, nb):
         dv = None if ds.dv is None else ds.dv.to(dev)
         return evaluate_lm(self.model, ds.xv.to(dev), ds.yv.to(dev), self.plan.bs, nb, dv)
-    rec = valid if valid and 'valid_loss' in valid else validate(self.model, self.data, self.plan,
-                                                                 self.loss())
-    said = {'valid': rec['valid_loss']} | {k: rec[v] for k, v in _REWARDS.items() if v in rec}
+    measured = valid and ('valid_loss' in valid or 'valid_reward' in valid)
+    rec = valid if measured else validate(self.model, self.data, self.plan, self.loss())
+    said = {'valid': rec['valid_loss']} if 'valid_loss' in rec else {}
+    said |= {k: rec[v] for k, v in _REWARDS.items() if v in rec}
     rest = {k: ev(*v) for k, v in self.eval_sets().items() if k != 'valid'}
     return Measured(said | rest, rec)
 
@@ -312,9 +352,10 @@ def evaluate(self:Job, valid:dict|None=None)->Measured:
 def over(self:Job)->dict:
     "What each loss of `evaluate` is over: 'over 674 rows', or 'over 320 of 1,638 rows'."
     def said(ds, nb):
-        n = len(ds.xv)
+        n = len(ds.held) if isinstance(ds, PromptData) else len(ds.xv)
         k = len(eval_rows(n, self.plan.bs, nb))
-        what = 'pairs' if self.is_pref and ds is self.data else 'rows'
+        mine = ds is self.data
+        what = 'pairs' if mine and self.is_pref else 'prompts' if mine and self.is_grpo else 'rows'
         return f"over {n:,} {what}" if k == n else f"over {k:,} of {n:,} {what}"
     return {k: said(*v) for k, v in self.eval_sets().items()}
 
@@ -329,6 +370,7 @@ def _prompt(docs:list):
     "What samples.txt continues: a document's opening, or a held-out conversation's first turns."
     if isinstance(docs[0], str): return docs[0][:40]
     if isinstance(docs[0], Pair): return docs[0].prompt  # a held-out pair's, answered greedily
+    if isinstance(docs[0], dict): return docs[0]['prompt']  # a held-out GRPO prompt
     ms = docs[0].messages
     return ms[:next(i for i, m in enumerate(ms) if m['role'] == 'assistant')]
 
@@ -337,6 +379,11 @@ def sample(self:Job)->str:
     "A sample for samples.txt: `plan.samples` tokens of the model's, after its first prompt."
     model, tok, prompt, n = self.model, self.tok, _prompt(self.docs), self.plan.samples
     if not n: return ''
+    if self.is_grpo:  # greedy answers to the first held-out prompts, as the rewards see them
+        rows = self.docs[:4]
+        _, _, said = complete(model, tok, rows, 1, self.plan.max_completion_length)
+        show = lambda p: p if isinstance(p, str) else p[-1]['content']
+        return '\n\n'.join(f"{show(r['prompt'])}{t}" for r, t in zip(rows, said))
     if isinstance(prompt, str) and not self.is_pref:
         return sample_text(model, tok, prompt, n, seed=self.plan.seed)
     dev = next(model.parameters()).device
@@ -375,6 +422,7 @@ def before_key(self:Job)->str|None:
     "A hash of what the losses and sample before training depend on; None if they can't be reused."
     m, p = self.model, self.plan
     if not isinstance(self.group, OneProcess): return None  # each rank holds only a shard
+    if self.is_grpo: return None  # its rewards are the user's code, which may have changed
     loras = [l for l in m.modules() if isinstance(l, LoRALinear)]
     if not loras or any(l.B.count_nonzero() for l in loras): return None  # not the base's outputs
     said = {k: v for k, v in p.given.items() if k not in _AFTER_STEP_0}
@@ -559,6 +607,7 @@ class JobProxy:
                  valid_rows:int=64): # held-out rows, the same for every run
         # one process: sharding changes no number (11_fsdp), and a proxy run takes seconds
         self.job = job = Job(replace(cfg or proxy_config(), **_ONE_PROCESS), log=None)
+        if job.is_grpo: raise ValueError("a GRPO job (--reward) has no proxy for the nudge yet")
         self.config = TrainConfig(**job.plan.given)  # what the nudge varies, as given
         self.base, self.data = job.load_base(), _first(job.data, train_rows, valid_rows)
         self.identity = dict(task='lm', model=_weights_id(job.path), data=fingerprint(*self.data))

@@ -39,8 +39,9 @@ def _chat(d, where:str)->Chat:
         keys = ', '.join(map(str, d)) or 'none'
         if 'prompt' in d or 'completion' in d:
             k = 'completion' if 'prompt' in d else 'prompt'
+            grpo = " (or, for prompts alone, lorakit-train --reward: 15_grpo)" * (k == 'completion')
             raise ChatError(f"{where}: a conversation of 'prompt' and 'completion' has no {k!r} "
-                            f"(keys: {keys})")
+                            f"(keys: {keys}){grpo}")
         raise ChatError(f"{where}: no 'messages', and no 'prompt' with 'completion' (keys: {keys})")
     if not isinstance(ms, list) or not ms:
         raise ChatError(f"{where}: 'messages' must be a non-empty list of turns")

@@ -561,6 +561,10 @@ def estimate_memory(job, # a `TrainConfig`, its `Plan`, or a job (its `.plan`)
                    )->MemoryEstimate:
     "Predict the peak memory of one training step of `job` on one device, by component."
     plan, mc = _plan(job, model_config)
+    if plan.objective == 'grpo':
+        raise ValueError("estimate_memory doesn't count a GRPO step's sampling yet (the KV cache "
+                         "of its completions, the loss pass's logits): measure a step with "
+                         "MemoryTimeline instead")
     quant = QuantSpec.from_flag(plan.quant)  # the base as the job loads it: its kind's defaults
     bits = quant.bits() if quant else None
     settings = _step_settings(plan, world_size, lora_dtype, chunk, bits)

@@ -394,6 +394,7 @@ def train(model:nn.Module, # a model whose trainable parameters (the LoRA weight
           loss_fn=None, # the objective, a loss object (05b); None: `LMLoss()`
           group=None, # the processes that share the run: `OneProcess()`, or 11_fsdp's `Sharded`
           before:float|dict|None=None, # `model`'s validation loss or record, if measured: step 0's
+          source=None, # the micro-batches, if not a loader on `data`'s rows (`fit`'s)
          )->list[dict]:
     "`fit` keeping the run directory `cfg.out`: resumable, stopped by Ctrl-C after the step."
     plan = fit_plan(cfg, model)
@@ -402,7 +403,7 @@ def train(model:nn.Module, # a model whose trainable parameters (the LoRA weight
         prepare_run_dir(plan.out, resume, overwrite, group.checkpoint.name, job_inputs(plan))
     with stop_on_sigint(stop) as stop:
         run = RunDir(plan, data, group, resume, stop, before)
-        try: return fit(model, data, plan, [run, *callbacks], loss_fn, progress, group)
+        try: return fit(model, data, plan, [run, *callbacks], loss_fn, progress, group, source)
         except KeyboardInterrupt:
             step = run.s.step if run.s else 0
             msg = f"interrupted at step {step} of {plan.steps}"

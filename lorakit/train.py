@@ -19,19 +19,20 @@ from .pretrain import base_path
 from .prefs import is_pref_row
 
 # %% auto #0
-__all__ = ['TOKEN_LOSSES', 'PREF_LOSSES', 'LOSSES', 'OBJECTIVES', 'REF_MODES', 'OPTIMIZERS', 'SETTINGS', 'REWARD_KEYS',
-           'DataSettings', 'ModelSettings', 'OptimizerSettings', 'SpeedSettings', 'RunSettings', 'TrainConfig',
-           'settings_docs', 'job_model_path', 'job_inputs', 'job_docs', 'jsonl_files', 'first_jsonl_row', 'jsonl_rows',
-           'objective_of', 'Plan', 'chunks_pay', 'resolve', 'settings_changed', 'make_optimizer', 'span',
-           'grad_checkpointing', 'compile_layers', 'progress_bar', 'LoopState', 'Callback', 'NonFiniteError',
-           'validate', 'fit_plan', 'fit', 'plot_history', 'sample_text']
+__all__ = ['TOKEN_LOSSES', 'PREF_LOSSES', 'LOSSES', 'OBJECTIVES', 'REF_MODES', 'OPTIMIZERS', 'SETTINGS', 'LOSS_TYPES',
+           'REWARD_SCALES', 'REWARD_KEYS', 'GRPO_KEYS', 'DataSettings', 'ModelSettings', 'OptimizerSettings',
+           'RewardSettings', 'SpeedSettings', 'RunSettings', 'TrainConfig', 'settings_docs', 'job_model_path',
+           'job_inputs', 'job_docs', 'jsonl_files', 'first_jsonl_row', 'jsonl_rows', 'objective_of', 'Plan',
+           'chunks_pay', 'resolve', 'settings_changed', 'make_optimizer', 'span', 'grad_checkpointing',
+           'compile_layers', 'progress_bar', 'LoopState', 'Callback', 'NonFiniteError', 'validate', 'fit_plan', 'fit',
+           'plot_history', 'sample_text']
 
 # %% ../nbs/07_train.ipynb #ce4657b4
 # the loss and objective names, here and nowhere else (`SCHEDULES` are 05b's, `quant_flags()` 04's):
 TOKEN_LOSSES = ('chunked', 'plain')  # the next-token loss, without the full logits (10) or with
 PREF_LOSSES = ('dpo', 'simpo')  # the preference losses of 14_dpo's `DPOLoss`: a job on pairs
 LOSSES = ('auto',) + TOKEN_LOSSES + PREF_LOSSES  # what --loss takes
-OBJECTIVES = ('text', 'chat') + PREF_LOSSES  # what a run trains for, which its data decides
+OBJECTIVES = ('text', 'chat') + PREF_LOSSES + ('grpo',)  # what a run trains for: the data says
 REF_MODES = ('auto', 'on', 'off') # --precompute-ref
 # the optimizers `train` offers: the torch.optim class, its settings, and the state tensors it keeps
 # per weight (10_memory's `estimate_memory` counts them)
@@ -95,12 +96,31 @@ class OptimizerSettings:
     # 'adamw', 'radam' (Adam rectified: no warm-up needed) or 'sgd-momentum' (momentum 0.9)
     optimizer:str='adamw'
     weight_decay:float=0.0 # decoupled from the gradient (AdamW, RAdam); with SGD, L2 on it
-    # with preference pairs (14_dpo): how far the policy may move from the reference; the
-    # DPO loss is -logsigmoid(beta x the margin of log-prob ratios)
-    beta:float=0.1
+    # how far the policy may move from the reference: with preference pairs (14_dpo) DPO's beta,
+    # in -logsigmoid(beta x the margin of log-prob ratios); with --reward (15_grpo) the weight of
+    # the KL term; None: 0.1 for DPO, 0 for GRPO (TRL's defaults; 0 needs no reference pass)
+    beta:float|None=None
     # with --loss simpo: SimPO's target margin gamma, the reward margin (in beta x the mean
     # log-prob) the chosen answer must clear; refused with another loss, where it means nothing
     simpo_gamma:float=0.5
+
+# %% ../nbs/07_train.ipynb #4e10ffa2
+@dataclass
+class RewardSettings:
+    "GRPO (15_grpo): with --reward, the model answers the data's prompts and the rewards score it."
+    # reward functions, several adding up: 'answer' (the completion's first number is the line's
+    # 'answer'), 'regex:PATTERN' (the completion matches it), or 'package.module:function'
+    reward:list|None=None
+    reward_weights:list|None=None # one weight per --reward; None: 1 each
+    num_generations:int=8 # completions sampled per prompt: a group
+    max_completion_length:int=64 # tokens per completion at most
+    temperature:float=1.0 # of the sampling; the log-probs are of logits / temperature, as TRL's
+    epsilon:float=0.2 # the probability ratio is clipped to [1 - epsilon, 1 + epsilon]
+    # what a step's loss is a mean over: 'dapo' (its tokens), 'bnpo', 'dr_grpo' or 'grpo'
+    loss_type:str='dapo'
+    # divide the advantages by their group's reward std ('group'), the batch's, or 'none'
+    scale_rewards:str='group'
+    steps_per_generation:int=1 # optimizer steps each batch of samples feeds (TRL's x grad_accum)
 
 # %% ../nbs/07_train.ipynb #2a86a341
 @dataclass
@@ -149,11 +169,13 @@ class RunSettings:
 
 # %% ../nbs/07_train.ipynb #53da1c6b
 @dataclass
-class TrainConfig(RunSettings, SpeedSettings, OptimizerSettings, ModelSettings, DataSettings):
+class TrainConfig(RunSettings, SpeedSettings, RewardSettings, OptimizerSettings, ModelSettings,
+                  DataSettings):
     "Every setting of a fine-tune: `lorakit-train`'s flags, kept with the run, checked on resume."
     def __post_init__(self): _check_config(self)
 
-SETTINGS = (DataSettings, ModelSettings, OptimizerSettings, SpeedSettings, RunSettings)
+SETTINGS = (DataSettings, ModelSettings, OptimizerSettings, RewardSettings, SpeedSettings,
+            RunSettings)
 
 def settings_docs()->dict:
     "Each `TrainConfig` field's comment, read from its group's source: what `--help` prints."
@@ -177,6 +199,36 @@ def _check_pref_loss(c:TrainConfig):
         raise ValueError("--precompute-ref on precomputes a reference, but SimPO has none: "
                          "leave --precompute-ref at auto (or off) with --loss simpo")
 
+# %% ../nbs/07_train.ipynb #61c9fef0
+LOSS_TYPES = ('grpo', 'bnpo', 'dr_grpo', 'dapo')  # GRPO's normalisations: 15_grpo's `GRPOLoss`
+REWARD_SCALES = ('group', 'batch', 'none')  # what GRPO's advantages are divided by
+
+def _check_rewards(c:TrainConfig):
+    "Raise for a GRPO setting that can't work, or one given without --reward."
+    ok = c.reward is None or (isinstance(c.reward, list) and c.reward
+                              and all(isinstance(r, str) and r for r in c.reward))
+    check_arg('--reward', c.reward, ok, "one or more reward names")
+    w = c.reward_weights
+    ok = w is None or (isinstance(w, list) and all(_is_num(v) for v in w)
+                       and len(w) == len(c.reward or []))
+    check_arg('--reward-weights', w, ok, f"one number per --reward ({len(c.reward or [])})")
+    check_arg('--num-generations', c.num_generations, _is_int(c.num_generations, 2), 'an int >= 2')
+    for k in ('max_completion_length', 'steps_per_generation'):
+        check_arg(f'--{k.replace("_", "-")}', getattr(c, k), _is_int(getattr(c, k)), 'an int >= 1')
+    check_arg('--temperature', c.temperature, _is_num(c.temperature) and c.temperature > 0,
+              'a number > 0')
+    check_arg('--epsilon', c.epsilon, _is_num(c.epsilon) and 0 < c.epsilon < 1,
+              'a number in (0, 1)')
+    check_arg('--loss-type', c.loss_type, c.loss_type in LOSS_TYPES, f'one of {LOSS_TYPES}')
+    check_arg('--scale-rewards', c.scale_rewards, c.scale_rewards in REWARD_SCALES,
+              f'one of {REWARD_SCALES}')
+    if c.reward: return
+    for k in RewardSettings.__dataclass_fields__:
+        if getattr(c, k) != getattr(RewardSettings, k, None):
+            flag = '--' + k.replace('_', '-')
+            raise ValueError(f"{flag} is a setting of GRPO, which --reward turns on: add --reward, "
+                             f"or leave {flag} out")
+
 # %% ../nbs/07_train.ipynb #9f090040
 def _check_config(c:TrainConfig):
     "Raise a ValueError naming the flag, for the first setting of `c` that can't work."
@@ -199,7 +251,8 @@ def _check_config(c:TrainConfig):
     check_arg('--optimizer', c.optimizer, c.optimizer in OPTIMIZERS, f'one of {tuple(OPTIMIZERS)}')
     check_arg('--schedule', c.schedule, c.schedule in SCHEDULES, f'one of {SCHEDULES}')
     check_arg('--loss', c.loss, c.loss in LOSSES, f'one of {LOSSES}')
-    check_arg('--beta', c.beta, _is_num(c.beta) and c.beta > 0, 'a number > 0')
+    check_arg('--beta', c.beta, c.beta is None or _is_num(c.beta) and c.beta >= 0, 'a number >= 0')
+    _check_rewards(c)
     check_arg('--precompute-ref', c.precompute_ref, c.precompute_ref in REF_MODES,
               "'on', 'off' or 'auto'")
     _check_pref_loss(c)
@@ -277,10 +330,35 @@ def _pref_checks(cfg:TrainConfig, name:str):
     if cfg.fsdp and cfg.precompute_ref == 'on':
         raise ValueError("--precompute-ref on doesn't work with --fsdp yet: use --precompute-ref "
                          "off (the reference is the adapters-off forward at each micro-batch)")
+    if cfg.beta == 0: raise ValueError("--beta 0 makes the DPO loss a constant: use a number > 0")
+    if cfg.reward:
+        raise ValueError(f"--reward scores the model's own completions of prompts, but {why}: "
+                         f"leave --reward out, or pass lines with a 'prompt' only")
+
+# %% ../nbs/07_train.ipynb #a235e62c
+def _grpo_checks(cfg:TrainConfig, row:dict)->str:
+    "'grpo', or raise naming the flag and the fix for what a GRPO run can't honour."
+    if not cfg.data or 'prompt' not in row:
+        raise ValueError("--reward scores the model's completions of prompts: pass --data with "
+                         ".jsonl lines that hold a 'prompt' (and the fields the rewards read)")
+    for k in ('chat', 'pack', 'all_tokens'):
+        if getattr(cfg, k):
+            flag = '--' + k.replace('_', '-')
+            raise ValueError(f"{flag} is for conversations to imitate, but --reward trains on "
+                             f"the model's own answers: leave {flag} off")
+    if cfg.loss != 'auto':
+        raise ValueError(f"--loss {cfg.loss} is not GRPO's: leave --loss at auto, and pick GRPO's "
+                         f"normalisation with --loss-type")
+    if cfg.fsdp: raise ValueError("--reward doesn't work with --fsdp yet: run it in one process")
+    if cfg.precompute_ref != 'auto' or cfg.simpo_gamma != _SIMPO_GAMMA:
+        raise ValueError("--precompute-ref and --simpo-gamma are DPO's and SimPO's: leave them out "
+                         "with --reward")
+    return 'grpo'
 
 def objective_of(cfg:TrainConfig)->str:
     "What the run trains for, one of `OBJECTIVES`: its data's first .jsonl line and `--chat` say."
     row = first_jsonl_row(cfg.data) or {}
+    if cfg.reward and not is_pref_row(row): return _grpo_checks(cfg, row)
     if is_pref_row(row):
         _pref_checks(cfg, jsonl_files(cfg.data)[0].name)
         return 'dpo' if cfg.loss == 'auto' else cfg.loss
@@ -289,7 +367,6 @@ def objective_of(cfg:TrainConfig)->str:
                          f"lines of 'prompt', 'chosen' and 'rejected', or use --loss auto, "
                          f"chunked or plain")
     if cfg.chat is not None: return 'chat' if cfg.chat else 'text'
-    # a 'prompt' that isn't the text's field is half a conversation: 06b names what it lacks
     chat = 'messages' in row or 'completion' in row or ('prompt' in row and cfg.field not in row)
     return 'chat' if chat else 'text'
 
@@ -308,7 +385,8 @@ class Plan(TrainConfig):
         quiet = ('chat',) + (() if self.objective == 'dpo' else ('precompute_ref',))  # said already
         said = {k: v for k in self.given
                 if k not in quiet and (v := getattr(self, k)) != self.given[k]}
-        token = {} if self.token_loss == self.loss else dict(token_loss=self.token_loss)
+        same = self.token_loss == self.loss or self.objective == 'grpo'  # GRPO's is its own
+        token = {} if same else dict(token_loss=self.token_loss)
         why = {f'{k}_reason': v for k, v in self.reasons.items() if k in said}
         return dict(objective=self.objective) | said | why | token
 
@@ -326,6 +404,9 @@ def _precompute(cfg:TrainConfig, objective:str)->str:
     seen = cfg.steps * cfg.bs * cfg.grad_accum
     return 'on' if not cfg.fsdp and seen >= jsonl_rows(cfg.data) else 'off'
 
+# %% ../nbs/07_train.ipynb #1b76c05e
+_BETAS = dict(dpo=0.1, simpo=0.1, grpo=0.)  # TRL's defaults; a text or chat run has no beta
+
 def resolve(cfg:TrainConfig, # the settings as given
             mc=None, # the checkpoint's `LlamaConfig`: its vocabulary and context; None: a toy
             device:str|None=None, # the device to plan for; default: `cfg.device`, or the GPU
@@ -338,10 +419,14 @@ def resolve(cfg:TrainConfig, # the settings as given
     dev = torch.device(device) if device is not None else get_device(cfg.device)
     if bf16 is None: bf16, why = fast_bf16(dev)
     else: why = f"planned {'with' if bf16 else 'without'} fast bf16 on {dev.type}"
-    if mc is not None and cfg.seq_len > (ctx := mc.max_position_embeddings):
+    obj = objective_of(cfg)
+    ctx = mc.max_position_embeddings if mc is not None else None
+    if ctx and obj == 'grpo' and cfg.max_completion_length >= ctx:
+        raise ValueError(f"--max-completion-length {cfg.max_completion_length} leaves no room for "
+                         f"a prompt in the model's context ({ctx}): use less")
+    if ctx and obj != 'grpo' and cfg.seq_len > ctx:  # GRPO's rows are prompts and completions
         raise ValueError(f"--seq-len {cfg.seq_len} is longer than the model's context "
                          f"(max_position_embeddings={ctx}): use at most {ctx}")
-    obj = objective_of(cfg)
     pays = mc is not None and chunks_pay(mc.vocab_size, mc.hidden_size)
     token = cfg.loss if cfg.loss in TOKEN_LOSSES else 'chunked' if pays else 'plain'
     dtype = get_dtype(cfg.dtype if cfg.dtype != 'auto' else 'bf16' if bf16 else 'float32')
@@ -350,7 +435,8 @@ def resolve(cfg:TrainConfig, # the settings as given
         device=str(dev), dtype=str(dtype).removeprefix('torch.'),
         autocast=(cfg.autocast if cfg.autocast is not None
                   else dtype == torch.bfloat16 or dev.type == 'cuda' and bf16),
-        loss=obj if obj in PREF_LOSSES else token, chat=obj == 'chat',
+        loss=obj if obj in PREF_LOSSES + ('grpo',) else token, chat=obj == 'chat',
+        beta=cfg.beta if cfg.beta is not None else _BETAS.get(obj),
         precompute_ref=_precompute(cfg, obj),
         eval_every=cfg.eval_every or (max(1, cfg.steps // 5) if cfg.steps >= 25 else cfg.steps),
         samples=cfg.samples if cfg.samples is not None else min(120, 4 * cfg.steps)),
@@ -481,6 +567,7 @@ def validate(model:nn.Module, data:LMData,
              loss_fn:LMLoss|None=None, # the loop's objective; None: `LMLoss()`
             )->dict:
     "The record of a validation: 'valid_loss', and `loss_fn.metrics()` prefixed 'valid_'."
+    if hasattr(data, 'validate'): return data.validate(model, plan)  # e.g. 15_grpo's prompts
     dev = next(model.parameters()).device
     x, y, d = data.xv.to(dev), data.yv.to(dev), _to(data.dv, dev)
     # a sharded loss (11_fsdp) evaluates with the loss it wraps: every rank scores every row
@@ -584,6 +671,9 @@ def fit(model:nn.Module, # a model whose trainable parameters (the LoRA weights)
 # the reward curves of a preference run (14_dpo's `DPOLoss.metrics`), by their TRL names
 REWARD_KEYS = {'rewards/chosen': 'reward of chosen', 'rewards/rejected': 'reward of rejected',
                'rewards/margins': 'reward margin', 'rewards/accuracies': 'reward accuracy'}
+# and a GRPO run's (15_grpo's `GRPOLoss.metrics`)
+GRPO_KEYS = {'reward': 'reward', 'frac_reward_zero_std': 'groups with one reward (no signal)',
+             'kl': 'KL to the reference', 'completions/mean_length': 'completion length'}
 
 def plot_history(history:list[dict], # `fit`'s records, or the lines of a run's metrics.jsonl
                  path:str|Path|None=None, # write a PNG there
@@ -591,9 +681,10 @@ def plot_history(history:list[dict], # `fit`'s records, or the lines of a run's 
                 ):
     "Loss, learning rate and grad norm by step, and the rewards if any: a closed figure."
     import matplotlib.pyplot as plt
-    rewards = any(k in h or f'valid_{k}' in h for h in history for k in REWARD_KEYS)
-    fig = plt.figure(figsize=(12, 6 if rewards else 3))
-    gs = fig.add_gridspec(2 if rewards else 1, 12)
+    keys = next((ks for ks in (REWARD_KEYS, GRPO_KEYS)
+                 if any(k in h or f'valid_{k}' in h for h in history for k in ks)), {})
+    fig = plt.figure(figsize=(12, 6 if keys else 3))
+    gs = fig.add_gridspec(2 if keys else 1, 12)
     axs = [fig.add_subplot(gs[0, 4*i:4*i+4]) for i in range(3)]
     def curve(ax, key, *a, **kw):
         hs = [h for h in history if key in h]
@@ -604,7 +695,7 @@ def plot_history(history:list[dict], # `fit`'s records, or the lines of a run's 
     curve(axs[1], 'lr')
     curve(axs[2], 'grad_norm')
     for ax, t in zip(axs, ('loss', 'learning rate', 'grad norm')): ax.set(title=t, xlabel='step')
-    for i, (k, t) in enumerate(REWARD_KEYS.items() if rewards else ()):
+    for i, (k, t) in enumerate(keys.items()):
         ax = fig.add_subplot(gs[1, 3*i:3*i+3])
         curve(ax, k, alpha=0.5, label='train')
         curve(ax, f'valid_{k}', 'o-', label='valid')

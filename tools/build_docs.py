@@ -37,7 +37,7 @@ PARTS = {'LoRA and QLoRA': ['00_core', '01_lora', '02_inject', '03_nf4', '04_qlo
          'Shipping': ['08_adapters', '08a_export', '08b_ollama'],
          'Debugging and memory': ['09_instrument', '10_memory'],
          'Tuning': ['12_nudge', '12a_panel'],
-         'Recipes': ['13_sft', '13a_gemma3', '14_dpo'],
+         'Recipes': ['13_sft', '13a_gemma3', '14_dpo', '15_grpo'],
          'The job and the commands': ['98_finetune', '99_cli'],
          'Reference: formats and families': ['05a_gguf', '05c_families', '05d_checkpoint']}
 
