@@ -11,15 +11,15 @@ import torch, torch.nn as nn
 from safetensors import safe_open, SafetensorError
 from safetensors.torch import save_file, load_file
 from .core import *
-from .inject import add_lora, lora_modules, lora_state_dict, unload_lora
+from .inject import add_lora, adapter_names, lora_modules, unload_lora
 from .qlora import QUANT_KINDS, QuantLinear, QuantSpec, merge_to_16bit
 from .model import Llama
 from .checkpoint import load_llama
 from .data import load_tokenizer
 
 # %% auto #0
-__all__ = ['TOKENIZER_FILES', 'base_quantization', 'adapter_config', 'save_adapter', 'load_adapter', 'merged_model',
-           'adapter_quant', 'merge_adapter']
+__all__ = ['TOKENIZER_FILES', 'base_quantization', 'named_layers', 'adapter_config', 'write_adapter', 'save_adapter',
+           'load_adapter', 'merged_model', 'adapter_quant', 'merge_adapter']
 
 # %% ../nbs/08_adapters.ipynb #8095d130
 def base_quantization(model:nn.Module)->dict|None:
@@ -54,10 +54,19 @@ def _recorded_quant(cfg:dict)->tuple|None:
 # %% ../nbs/08_adapters.ipynb #a4f2c054
 _prefix = 'base_model.model.'
 
-def adapter_config(model:nn.Module, base_model_name_or_path:str|None=None)->dict:
+def named_layers(model:nn.Module, name:str|None=None)->dict:
+    "The layers that carry adapter `name` (default: the model's first, `adapter_names`), by path."
+    if not lora_modules(model): raise ValueError("model has no LoRA layers: call add_lora first")
+    name = name or adapter_names(model)[0]
+    if name not in adapter_names(model):
+        raise ValueError(f"model has no adapter named {name!r}: it has {adapter_names(model)}")
+    return {n: m.adapter(name) for n, m in lora_modules(model).items() if name in m.adapter_names}
+
+def adapter_config(model:nn.Module, base_model_name_or_path:str|None=None,
+                   name:str|None=None, # which adapter (01_lora's names); default: the first
+                  )->dict:
     "The `adapter_config.json` PEFT needs to rebuild `model`'s LoRA layers: PEFT's own keys only."
-    mods = lora_modules(model)
-    if not mods: raise ValueError("model has no LoRA layers: call add_lora first")
+    mods = named_layers(model, name)
     hp = {(m.r, m.alpha, m.rslora) for m in mods.values()}
     if len(hp) > 1:
         raise ValueError(f"LoRA layers differ in (r, alpha, rslora): {sorted(hp)}; "
@@ -70,6 +79,18 @@ def adapter_config(model:nn.Module, base_model_name_or_path:str|None=None)->dict
                 base_model_name_or_path=base_model_name_or_path)
 
 # %% ../nbs/08_adapters.ipynb #b16e137b
+def write_adapter(model:nn.Module, d:Path, base_model_name_or_path:str|None=None,
+                  weights:dict|None=None, name:str|None=None):
+    "Write adapter `name` of `model` into the directory `d`, as `save_adapter` describes."
+    cfg, q = adapter_config(model, base_model_name_or_path, name), base_quantization(model)
+    meta = {'format': 'pt'} | ({'lorakit': json.dumps({'base_quantization': q})} if q else {})
+    mods = named_layers(model, name)
+    if weights is None: weights = {f'{n}.{k}': getattr(m, k) for n, m in mods.items() for k in 'AB'}
+    sd = {f'{_prefix}{n}.lora_{k}.weight': weights[f'{n}.{k}'].detach().contiguous().cpu()
+          for n in mods for k in 'AB'}
+    save_file(sd, d/'adapter_model.safetensors', metadata=meta)
+    (d/'adapter_config.json').write_text(json.dumps(cfg, indent=2))
+
 def save_adapter(model:nn.Module, # a model with LoRA layers
                  path:str|Path, # directory to write
                  base_model_name_or_path:str|None=None, # recorded in the config, for PEFT
@@ -77,16 +98,11 @@ def save_adapter(model:nn.Module, # a model with LoRA layers
                  # the LoRA weights to write, keyed as `lora_state_dict` keys them; default:
                  # `model`'s own (11_fsdp passes those it gathered from the shards)
                  weights:dict|None=None,
+                 name:str|None=None, # which adapter (01_lora's names); default: the first
                 )->Path:
     "Write the LoRA weights of `model` in PEFT's format, with how the base was quantized."
-    cfg, q = adapter_config(model, base_model_name_or_path), base_quantization(model)
-    meta = {'format': 'pt'} | ({'lorakit': json.dumps({'base_quantization': q})} if q else {})
-    weights = lora_state_dict(model) if weights is None else weights
-    sd = {f'{_prefix}{n}.lora_{k}.weight': weights[f'{n}.{k}'].detach().contiguous().cpu()
-          for n in lora_modules(model) for k in 'AB'}
     with atomic_dir(path, overwrite) as d:
-        save_file(sd, d/'adapter_model.safetensors', metadata=meta)
-        (d/'adapter_config.json').write_text(json.dumps(cfg, indent=2))
+        write_adapter(model, d, base_model_name_or_path, weights, name)
     return Path(path)
 
 # %% ../nbs/08_adapters.ipynb #516f4e88
@@ -163,9 +179,8 @@ def _read_adapter(d:Path)->tuple[dict, dict]:
 # %% ../nbs/08_adapters.ipynb #734031e6
 _cfg_key = dict(r='r', alpha='lora_alpha', rslora='use_rslora')
 
-def _check_adapter(model, ts, paths, cfg):
-    "Raise, naming each problem, if the tensors `ts` and settings `cfg` don't fit `model`'s LoRA."
-    mods = lora_modules(model)
+def _check_adapter(mods, ts, paths, cfg):
+    "Raise, naming each problem, if the tensors `ts` and settings `cfg` don't fit layers `mods`."
     want = dict(r=cfg['r'], alpha=cfg['lora_alpha'], rslora=cfg.get('use_rslora', False))
     for p in paths:
         for k, v in want.items():
@@ -195,11 +210,10 @@ def _warn_base(model, cfg, path):
                   f"dequantized {kind} weights", UserWarning)
 
 # %% ../nbs/08_adapters.ipynb #c494445d
-def _check_others(model:nn.Module, paths:list[str]):
-    "Refuse a model whose LoRA outside `paths` holds an update, or whose LoRA is merged."
-    mods = lora_modules(model)
+def _check_others(model:nn.Module, mods:dict, paths:list[str]):
+    "Refuse layers `mods` that hold an update outside `paths`, or a model whose LoRA is merged."
     fix = "call unload_lora(model, merge=False) first, or load it into a fresh base"
-    if merged := sorted(p for p, m in mods.items() if m.merged):
+    if merged := sorted(p for p, m in lora_modules(model).items() if m.merged):
         raise ValueError(f"the model's LoRA is merged into its weights ({merged[0]}, …), where the "
                          f"adapter's can't replace it: {fix}")
     other = sorted(p for p, m in mods.items() if p not in paths and m.A.any() and m.B.any())
@@ -212,20 +226,24 @@ def _check_others(model:nn.Module, paths:list[str]):
 # %% ../nbs/08_adapters.ipynb #bf21d035
 def load_adapter(model:nn.Module, # the base model (with or without LoRA layers)
                  path:str|Path, # an adapter directory, written by lorakit or PEFT
+                 # the adapter's name in `model`: a new name adds it beside the model's adapters
+                 # (02_inject's `add_lora`); default: the model's first, or 'default'
+                 name:str|None=None,
                 )->nn.Module:
     "Load a PEFT-format LoRA adapter into `model`; add LoRA with its settings if `model` has none."
     cfg, ts = _read_adapter(Path(path))
     paths = sorted({p for p, _ in ts})
-    if not lora_modules(model):
+    name = name or (adapter_names(model) or ['default'])[0]
+    if name not in adapter_names(model):
         have = {n for n, _ in model.named_modules()}
         if unknown := [p for p in paths if p not in have]:
             raise ValueError(f"adapter names layers the model doesn't have: {unknown[:4]}")
-        add_lora(model, paths, r=cfg['r'], alpha=cfg['lora_alpha'],
+        add_lora(model, paths, r=cfg['r'], alpha=cfg['lora_alpha'], name=name,
                  dropout=cfg.get('lora_dropout', 0.), rslora=cfg.get('use_rslora', False))
-    _check_adapter(model, ts, paths, cfg)
-    _check_others(model, paths)
+    mods = named_layers(model, name)
+    _check_adapter(mods, ts, paths, cfg)
+    _check_others(model, mods, paths)
     _warn_base(model, cfg, path)
-    mods = lora_modules(model)
     with torch.no_grad():
         for (p, k), t in ts.items(): getattr(mods[p], k).copy_(t)
     return model

@@ -13,10 +13,12 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from .core import *
 from .lora import LoRALinear
+from .inject import adapter_names, use_adapter
 from .objective import LMBatch, LMLoss
 
 # %% auto #0
-__all__ = ['KINDS', 'adapters_off', 'PairBatch', 'seq_logps', 'DPOLoss', 'RefLogps', 'precompute_ref', 'ref_key']
+__all__ = ['REF_ADAPTER', 'KINDS', 'adapters_off', 'ref_pass', 'PairBatch', 'seq_logps', 'DPOLoss', 'RefLogps', 'precompute_ref',
+           'ref_key']
 
 # %% ../nbs/14_dpo.ipynb #c8adc1c8
 @contextlib.contextmanager
@@ -33,6 +35,14 @@ def adapters_off(model:nn.Module, # a model with `LoRALinear` layers (from `add_
     try: yield model
     finally:
         for m, on in zip(ms, was): m.enabled = on
+
+# %% ../nbs/14_dpo.ipynb #2b67397e
+REF_ADAPTER = 'ref'  # TRL's name for the frozen copy of the adapter a run started from
+
+def ref_pass(model:nn.Module):
+    "A block in which `model` computes the reference: adapter `REF_ADAPTER` alone, else its base."
+    if REF_ADAPTER in adapter_names(model): return use_adapter(model, REF_ADAPTER)
+    return adapters_off(model)
 
 # %% ../nbs/14_dpo.ipynb #20826b8e
 def _halves(t:torch.Tensor|None)->torch.Tensor|None:
@@ -115,9 +125,9 @@ class DPOLoss:
 # %% ../nbs/14_dpo.ipynb #cbed5a5c
 @patch
 def ref_logps(self:DPOLoss, model:nn.Module, b:PairBatch, s:LMBatch)->torch.Tensor:
-    "The reference's (2n,) log-probs: from the table `ref`, or a forward with the adapters off."
+    "The reference's (2n,) log-probs: from the table `ref`, or a forward of `ref_pass`."
     if self.ref is not None: return self.ref.lookup(b)
-    with torch.no_grad(), adapters_off(model): return seq_logps(self.lm, model, s)
+    with torch.no_grad(), ref_pass(model): return seq_logps(self.lm, model, s)
 
 @patch
 def losses(self:DPOLoss, model:nn.Module, b:PairBatch)->torch.Tensor:
@@ -186,18 +196,18 @@ def lookup(self:RefLogps, b:PairBatch)->torch.Tensor:
 
 # %% ../nbs/14_dpo.ipynb #f9fb32e2
 @torch.no_grad()
-def precompute_ref(model:nn.Module, # the model with LoRA; it is run with the adapters off
+def precompute_ref(model:nn.Module, # the model with LoRA; it is run as `ref_pass` says
                    data, # `LMData` of pair rows: the train (`xt`, `yt`) and valid rows are done
                    bs:int=8, # pairs per forward
                    lm=None, # the LM loss giving per-token losses; None: `LMLoss()`
                    key:str|None=None, # the table's `ref_key`; None: computed here
                   )->RefLogps:
-    "Reference log-probs of every pair of `data`, in one pass in eval mode with the adapters off."
+    "Reference log-probs of every pair of `data`, in one pass in eval mode, `ref_pass`'s model."
     lm, dev, keys, lps = lm or LMLoss(), next(model.parameters()).device, [], []
     modes = {m: m.training for m in model.modules()}  # each module's own: LoRA may train alone
     model.eval()
     try:
-        with adapters_off(model):
+        with ref_pass(model):
             for x, y in ((data.xt, data.yt), (data.xv, data.yv)):
                 for i in range(0, len(x), bs):
                     b = PairBatch(x[i:i+bs], y[i:i+bs])

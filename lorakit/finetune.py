@@ -21,22 +21,22 @@ from .objective import evaluate_lm, eval_rows
 from .pretrain import base_path
 from .train import *
 from .run import *
-from .adapters import save_adapter
+from .adapters import adapter_quant, load_adapter, save_adapter
 from .instrument import Instruments
 from .memory import pick_loss
 from .fsdp import Sharded, process_group
 from .nudge import ProxyRun, proxy_config
 from .instruct import read_chats, chat_data
 from .prefs import Pair, read_prefs, pref_data
-from .dpo import DPOLoss, RefLogps, precompute_ref, ref_key
+from .dpo import DPOLoss, RefLogps, precompute_ref, ref_key, REF_ADAPTER
 from functools import partial
 from .grpo import (GRPOLoss, PromptData, RolloutSource, complete, prompt_ids,
                           read_prompts, reward_fn)
 from .core import cache_dir
 
 # %% auto #0
-__all__ = ['REF_FILE', 'chat_job_data', 'grpo_job_data', 'pref_job_data', 'job_rows', 'Job', 'Measured', 'finetune', 'load_job',
-           'first_steps', 'assert_loss_curve', 'JobProxy']
+__all__ = ['REF_FILE', 'chat_job_data', 'grpo_job_data', 'pref_job_data', 'job_rows', 'Job', 'check_init_adapter', 'Measured',
+           'finetune', 'load_job', 'first_steps', 'assert_loss_curve', 'JobProxy']
 
 # %% ../nbs/98_finetune.ipynb #394e75ad
 def chat_job_data(plan:Plan, tok, log=print)->tuple:
@@ -137,6 +137,7 @@ class Job:
         self.plan = plan = resolve(cfg, self.mc)  # every setting, decided
         if plan.out: check_out_apart(Path(plan.out), job_inputs(plan))  # before anything is written
         with torch.device('meta'): find_targets(Llama(self.mc), plan.targets)  # names the nearest
+        check_init_adapter(plan, self.path)  # before minutes of loading
         self.model = None  # the model with LoRA on, once `start` (or `load`) has loaded it
         self.ref = None  # a DPO job's precomputed reference log-probs (`reference`)
         self.before_cached = None  # where `measure_before` read them, if it did
@@ -190,6 +191,7 @@ def load_base(self:Job)->Llama:
 def prepare(self:Job, model:nn.Module)->nn.Module:
     "`model` made ready to train as the job says: LoRA on, checkpointing and compile if asked."
     add_lora(model, **self.lora)
+    if self.plan.init_adapter: self.load_init(model)
     if self.plan.grad_ckpt: grad_checkpointing(model)
     if self.plan.compile != 'off':
         compile_layers(model, 'inductor' if self.plan.compile == 'on' else self.plan.compile)
@@ -201,6 +203,37 @@ def load(self:Job)->nn.Module:
     set_seed(self.plan.seed)  # before LoRA's A is drawn
     self.model = self.group.load(self)
     return self.model
+
+# %% ../nbs/98_finetune.ipynb #e631f0a9
+def check_init_adapter(plan:Plan, model_path:Path):
+    "Refuse, naming both, an --init-adapter trained on another checkpoint or another quantization."
+    if plan.init_adapter is None: return
+    d = Path(plan.init_adapter)
+    was = json.loads((d/'adapter_config.json').read_text()).get('base_model_name_or_path')
+    same = was is None or Path(was).name == model_path.name  # the same checkpoint, if moved
+    if not same and Path(was).resolve() != model_path.resolve():
+        raise ValueError(f"--init-adapter {d} was trained on {was}, not on {model_path}: pass "
+                         f"--model {was}, or an adapter trained on this model")
+    q = adapter_quant(d)  # lorakit's record; None for PEFT's adapters, which keep none
+    if q is not None and q[0].kind != plan.quant:
+        raise ValueError(f"--init-adapter {d} was trained on a base held as --quant {q[0].kind}, "
+                         f"and this run's is --quant {plan.quant}: pass --quant {q[0].kind}")
+
+@patch(as_prop=True)
+def uses_ref(self:Job)->bool:
+    "Whether the job's loss has a reference: DPO's, or GRPO's KL term."
+    p = self.plan
+    return p.objective == 'dpo' or self.is_grpo and p.beta > 0
+
+@patch
+def load_init(self:Job, model:nn.Module):
+    "Load --init-adapter into `model`'s LoRA to train on; and as the frozen reference, if it is."
+    load_adapter(model, self.plan.init_adapter)
+    if self.plan.ref != 'init' or not self.uses_ref: return
+    load_adapter(model, self.plan.init_adapter, name=REF_ADAPTER)
+    for m in model.modules():
+        if isinstance(m, LoRALinear) and REF_ADAPTER in m.others:
+            m.others[REF_ADAPTER].dropout = nn.Identity()
 
 # %% ../nbs/98_finetune.ipynb #fc7c9881
 @patch

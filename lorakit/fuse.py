@@ -31,7 +31,7 @@ def can_fuse(mods)->bool:
     "Whether LoRA layers `mods`, which share their input, can run as one fused call."
     if not all(isinstance(m, LoRALinear) for m in mods) or _global_hooks(): return False
     m0 = mods[0]
-    return all(m.enabled and not m.merged and not _hooked(m) and not _hooked(m.base)
+    return all(m.enabled and m.plain and not m.merged and not _hooked(m) and not _hooked(m.base)
                and m.A.dtype == m0.A.dtype and m.in_features == m0.in_features
                and not any(isinstance(p, DTensor) for p in m.parameters())
                and not any(p.requires_grad for p in m.base.parameters()) for m in mods)

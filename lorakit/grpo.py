@@ -14,7 +14,7 @@ from .data import split_docs
 from .objective import eval_rows
 from .train import LOSS_TYPES, REWARD_SCALES
 from .instruct import ChatError, read_jsonl
-from .dpo import adapters_off
+from .dpo import ref_pass
 
 # %% auto #0
 __all__ = ['SCALES', 'NORMS', 'first_number', 'answer_reward', 'regex_reward', 'reward_fn', 'score', 'group_advantages',
@@ -338,7 +338,7 @@ def logps(self:RolloutSource, b:Rollouts, ref:bool=False)->torch.Tensor:
     dev = next(m.parameters()).device
     m.eval()
     try:
-        with adapters_off(m) if ref else contextlib.nullcontext(), \
+        with ref_pass(m) if ref else contextlib.nullcontext(), \
              torch.autocast(dev.type, dtype=torch.bfloat16, enabled=self.autocast):
             return torch.cat([completion_logps(m, b[i:i+self.bs], self.loss.temperature)[0]
                               for i in range(0, len(b), self.bs)])

@@ -4,16 +4,17 @@
 
 # %% ../nbs/02_inject.ipynb #2aaabdd1
 from __future__ import annotations
-import difflib, re
+import contextlib, difflib, re
 from typing import NamedTuple
 import torch, torch.nn as nn
 from .core import *
 from .lora import *
 
 # %% auto #0
-__all__ = ['lora_classes', 'lora_class', 'output_head', 'find_targets', 'lora_modules', 'set_module', 'add_lora',
+__all__ = ['lora_classes', 'lora_class', 'output_head', 'find_targets', 'lora_modules', 'adapter_names', 'set_module', 'add_lora',
            'lora_parameters', 'lora_state_dict', 'LoRASummary', 'lora_summary', 'merge_lora', 'unmerge_lora',
-           'unload_lora']
+           'unload_lora', 'active_adapters', 'add_named', 'set_adapter', 'delete_adapter', 'adapter_rows',
+           'use_adapter']
 
 # %% ../nbs/02_inject.ipynb #a1cb7931
 lora_classes = {nn.Linear: LoRALinear}  # base layer type -> the LoRA class that wraps it
@@ -58,6 +59,12 @@ def _no_match(model, targets, exclude)->str:
             f"The model's linear layers are named like: {names[:3]}")
 
 # %% ../nbs/02_inject.ipynb #57fc978d
+def _in_lora(model:nn.Module, name:str)->bool:
+    "Whether the module `name` sits inside a `LoRALinear` (its base, or a part of its adapters)."
+    parts = name.split('.')
+    return any(isinstance(model.get_submodule('.'.join(parts[:i])), LoRALinear)
+               for i in range(1, len(parts)))
+
 # parents that use a child Linear's weight directly, never its forward
 _bypass_forward = (nn.MultiheadAttention,)
 
@@ -78,14 +85,16 @@ def find_targets(model:nn.Module, # the model to search
                  exclude=None, # a regex or a list of names, removed from what `targets` picks
                 )->list[str]:
     "Names of the layers of `model` (of `lora_classes`) that `targets` picks and `exclude` doesn't."
-    mods = {n:m for n,m in model.named_modules() if n}
+    # a layer LoRA already wraps counts as the layer, so that a second adapter can join it
+    mods = {n:m for n,m in model.named_modules() if n and not _in_lora(model, n)}
+    ok = lambda m: lora_class(m) or isinstance(m, LoRALinear)
     if isinstance(targets, str) and targets == 'all-linear':
         head = output_head(model)
-        picked = [n for n,m in mods.items() if lora_class(m) and n != head]
+        picked = [n for n,m in mods.items() if ok(m) and n != head]
     else:
         hit = _matcher(targets, 'targets')
         picked = [n for n in mods if hit(n)]
-        bad = [f"{n} ({type(mods[n]).__name__})" for n in picked if not lora_class(mods[n])]
+        bad = [f"{n} ({type(mods[n]).__name__})" for n in picked if not ok(mods[n])]
         if bad:
             raise ValueError(f"targets={targets!r} matched modules LoRA can't wrap: {bad[:4]}. "
                              f"It wraps {', '.join(c.__name__ for c in lora_classes)}: "
@@ -100,6 +109,10 @@ def find_targets(model:nn.Module, # the model to search
 def lora_modules(model:nn.Module)->dict[str, LoRALinear]:
     "The `LoRALinear` modules of `model`, by name."
     return {n:m for n,m in model.named_modules() if isinstance(m, LoRALinear)}
+
+def adapter_names(model:nn.Module)->list[str]:
+    "The names of the adapters on `model`'s LoRA layers (`01_lora`), in the order they were added."
+    return list(dict.fromkeys(n for m in lora_modules(model).values() for n in m.adapter_names))
 
 def set_module(model:nn.Module, name:str, m:nn.Module):
     "Put `m` at dotted `name` inside `model`, in place of what is there."
@@ -116,16 +129,17 @@ def add_lora(model:nn.Module, # the model to adapt, in place
              exclude=None, # a regex string or list of names to leave out
              init:str='kaiming', # init of A: 'kaiming' or 'gaussian'
              dtype:torch.dtype|None=None, # dtype of A and B; default: each base weight's
+             # the adapter's name; on a model that has LoRA, a new name adds one more adapter
+             name:str='default',
             )->nn.Module:
     "Wrap the layers of `model` that `targets` picks in `LoRALinear`, freeze the rest, return it."
-    have = list(lora_modules(model))
-    if have:
-        raise ValueError(f"model already has LoRA on {len(have)} layers ({have[0]}, …): "
-                         "call unload_lora(model) first, merging or not")
+    check_adapter_name(name)
+    kw = dict(r=r, alpha=alpha, dropout=dropout, rslora=rslora, init=init, dtype=dtype)
+    if lora_modules(model): return add_named(model, name, targets, exclude, **kw)
     names = find_targets(model, targets, exclude)
     mods = {n: model.get_submodule(n) for n in names}
     for m in mods.values(): check_lora_args(m, r, alpha, dropout, init, lora_class(m).base_type)
-    new = {n: lora_class(m)(m, r, alpha, dropout, rslora, init, dtype) for n,m in mods.items()}
+    new = {n: lora_class(m)(m, **kw, name=name) for n,m in mods.items()}
     model.requires_grad_(False)
     for n,m in new.items():
         m.A.requires_grad_(True)
@@ -176,6 +190,116 @@ def unload_lora(model:nn.Module, # the model to strip, in place
                 merge:bool=True, # fold each update into its base weight; False: restore the base
                )->nn.Module:
     "Replace every `LoRALinear` of `model` by its base layer, merged or restored; return `model`."
+    if more := adapter_names(model)[1:]:
+        raise ValueError(f"model has adapters {more} beside {adapter_names(model)[0]!r}, which "
+                         "unloading would drop: delete_adapter(model, name) each first")
     (merge_lora if merge else unmerge_lora)(model)
     for n,m in lora_modules(model).items(): set_module(model, n, m.base)
     return model
+
+# %% ../nbs/02_inject.ipynb #f3872c6e
+def active_adapters(model:nn.Module)->tuple:
+    "The names of the adapters `model` computes (`set_adapter`); () for none."
+    return next(iter(lora_modules(model).values())).active if lora_modules(model) else ()
+
+def _check_names(model:nn.Module, names)->tuple:
+    "`names` (a name, a list, or '__base__') as a tuple of adapters `model` has; else raise."
+    names = () if names == '__base__' else (names,) if isinstance(names, str) else tuple(names)
+    have = adapter_names(model)
+    if bad := [n for n in names if n not in have]:
+        raise ValueError(f"model has no adapter named {bad[0]!r}: it has {have}, "
+                         "or '__base__' for none")
+    return names
+
+# %% ../nbs/02_inject.ipynb #d4defd2c
+def add_named(model:nn.Module, # a model that has LoRA
+              name:str, # the new adapter's name
+              targets='all-linear', exclude=None, **kw, # `add_lora`'s: r, alpha, dropout, ...
+             )->nn.Module:
+    "Add the adapter `name` to `model`'s LoRA, zero and frozen, on the layers `targets` picks."
+    if name in adapter_names(model):
+        raise ValueError(f"model already has an adapter named {name!r}: pass another name= "
+                         "to add a second one, or call unload_lora(model) first")
+    if merged := [n for n, m in lora_modules(model).items() if m.merged]:
+        raise ValueError(f"model's LoRA is merged ({merged[0]}, …): unmerge_lora(model) first")
+    mods = {n: model.get_submodule(n) for n in find_targets(model, targets, exclude)}
+    for m in mods.values():
+        m = getattr(m, 'base', m)
+        check_lora_args(m, kw['r'], kw['alpha'], kw['dropout'], kw['init'], lora_class(m).base_type)
+    active = active_adapters(model)
+    for n, m in mods.items():
+        if isinstance(m, LoRALinear): ad = m.add_adapter(name, **kw)
+        else:
+            ad = lora_class(m)(m, **kw, name=name)
+            ad.active = active
+            set_module(model, n, ad)
+        ad.A.requires_grad_(False)
+        ad.B.requires_grad_(False)
+    return model
+
+# %% ../nbs/02_inject.ipynb #9709b047
+def set_adapter(model:nn.Module, # a model with named adapters
+                names, # a name, a list of names (their updates add up), or '__base__' for none
+               )->nn.Module:
+    "Compute `names` from now on, and train them: only their `A` and `B` require grad."
+    names = _check_names(model, names)
+    mods = lora_modules(model)
+    if merged := [n for n, m in mods.items() if m.merged]:
+        raise ValueError(f"model's LoRA is merged ({merged[0]}, …): unmerge_lora(model) first")
+    for m in mods.values():
+        m.active = names
+        for n in m.adapter_names:
+            ad = m.adapter(n)
+            ad.A.requires_grad_(n in names)
+            ad.B.requires_grad_(n in names)
+    return model
+
+# %% ../nbs/02_inject.ipynb #2e60e6d2
+def _promote(m:LoRALinear):
+    "Make the first of `m.others` the layer's own adapter, in place of the one it had."
+    name, ad = next(iter(m.others.items()))
+    del m.others[name]
+    m.A, m.B, m.dropout = ad.A, ad.B, ad.dropout
+    m.r, m.alpha, m.rslora, m.scale, m.adapter_name = ad.r, ad.alpha, ad.rslora, ad.scale, name
+
+def delete_adapter(model:nn.Module, name:str)->nn.Module:
+    "Remove adapter `name` from every layer of `model`; a layer left with none is its base again."
+    _check_names(model, name)
+    for n, m in lora_modules(model).items():
+        if m.merged: raise ValueError(f"{n} is merged: unmerge_lora(model) first")
+        if name in m.others: del m.others[name]
+        elif name == m.adapter_name and not m.others: set_module(model, n, m.base)
+        elif name == m.adapter_name: _promote(m)
+        m.active = tuple(a for a in m.active if a != name)
+    return model
+
+# %% ../nbs/02_inject.ipynb #3190fab5
+@contextlib.contextmanager
+def adapter_rows(model:nn.Module, # a model with named adapters
+                 names:list[str], # one adapter name a row of the batch; '__base__' for none
+                ):
+    "Within the block, row `i` of each batch `model` computes uses the adapter `names[i]`."
+    uniq = _check_names(model, [n for n in dict.fromkeys(names) if n != '__base__'])
+    uniq += ('__base__',)
+    mods = lora_modules(model).values()
+    idx = {}
+    for m in mods:
+        dev = m.A.device
+        if dev not in idx: idx[dev] = torch.tensor([uniq.index(n) for n in names], device=dev)
+        m.rows = (idx[dev], uniq)
+    try: yield model
+    finally:
+        for m in mods: m.rows = None
+
+@contextlib.contextmanager
+def use_adapter(model:nn.Module, names):
+    "Within the block `model` computes `names` (as `set_adapter`, leaving `requires_grad` be)."
+    names = _check_names(model, names)
+    mods = list(lora_modules(model).values())
+    if any(m.merged for m in mods):
+        raise ValueError("model's LoRA is merged into its weights: unmerge_lora(model) first")
+    was = [m.active for m in mods]
+    for m in mods: m.active = names
+    try: yield model
+    finally:
+        for m, a in zip(mods, was): m.active = a

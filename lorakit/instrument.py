@@ -27,7 +27,9 @@ __all__ = ['GradNorms', 'SpikeGuard', 'module_norms', 'ActivationStats', 'token_
 def _module_of(name:str)->str: return name.rsplit('.', 1)[0] if '.' in name else name
 
 def _lora_or_trainable(model:nn.Module)->list[str]:
-    return [n for n, p in model.named_parameters() if p.requires_grad or n.endswith(('.A', '.B'))]
+    "What trains, and each LoRA layer's own `A` and `B` even if frozen (not its other adapters)."
+    own = lambda n: n.endswith(('.A', '.B')) and '.others.' not in n
+    return [n for n, p in model.named_parameters() if p.requires_grad or own(n)]
 
 class GradNorms(Callback):
     "The norm of every watched parameter's gradient at each step, before clipping, by module."

@@ -10,7 +10,8 @@ from fastcore.basics import patch
 from .core import *
 
 # %% auto #0
-__all__ = ['lora_scale', 'weight_device_dtype', 'check_lora_args', 'LoRALinear']
+__all__ = ['lora_scale', 'weight_device_dtype', 'add_update', 'check_adapter_name', 'check_lora_args', 'LoRALinear',
+           'LoRAAdapter']
 
 # %% ../nbs/01_lora.ipynb #a345ccf7
 def lora_scale(r:int, # LoRA rank
@@ -30,7 +31,21 @@ def weight_device_dtype(base:nn.Module)->tuple[torch.device, torch.dtype]:
 
 
 # %% ../nbs/01_lora.ipynb #87ed0318
+def add_update(ad, # an adapter: its `B`, `r` and `scale` (a `LoRALinear`, or a `LoRAAdapter` below)
+               y:torch.Tensor, h:torch.Tensor)->torch.Tensor:
+    "`y + scale * h @ B.T`: the base output `y` plus the update of `h = A(dropout(x))`."
+    if h.dtype != y.dtype: return y + (ad.scale * F.linear(h, ad.B)).to(y.dtype)
+    # one BLAS call, instead of a matmul, a multiply and an add
+    y2, h2 = y.reshape(-1, y.shape[-1]), h.reshape(-1, ad.r)
+    return torch.addmm(y2, h2, ad.B.T, alpha=ad.scale).view(y.shape)
+
 _inits = ('kaiming', 'gaussian')
+
+def check_adapter_name(name:str):
+    "Raise a ValueError unless `name` can name an adapter: a string, no dots, not '__base__'."
+    if not isinstance(name, str) or not name or '.' in name or name == '__base__':
+        raise ValueError(f"an adapter's name is a non-empty string without dots, and not "
+                         f"'__base__' (which means no adapter); got {name!r}")
 
 def check_lora_args(base:nn.Module, # the layer to wrap
                     r:int, # rank, in [1, min(in_features, out_features)]
@@ -63,9 +78,11 @@ class LoRALinear(nn.Module):
                  rslora:bool=False, # scale by alpha/sqrt(r) instead
                  init:str='kaiming', # how to draw A: 'kaiming' (uniform) or 'gaussian'
                  dtype:torch.dtype|None=None, # dtype of A and B; default: the base weight's
+                 name:str='default', # the adapter's name (PEFT's default name too)
                 ):
         super().__init__()
         check_lora_args(base, r, alpha, dropout, init, self.base_type)
+        check_adapter_name(name)
         self.base, self.r, self.alpha, self.rslora = base.requires_grad_(False), r, alpha, rslora
         self.in_features, self.out_features = base.in_features, base.out_features
         self.scale = lora_scale(r, alpha, rslora)
@@ -76,22 +93,28 @@ class LoRALinear(nn.Module):
         self.dropout = nn.Dropout(dropout) if dropout else nn.Identity()
         self.merged = False
         self.enabled = True  # False: the layer computes its base alone (`14_dpo`'s reference)
+        self.adapter_name, self.others, self.rows = name, nn.ModuleDict(), None  # several adapters:
+        self.active = (name,)  # the end of this notebook
         self.reset_lora(init)
 
     def forward(self, x):
         y = self.base(x)
+        if not self.plain: return self.named_forward(x, y)
         if self.merged or not self.enabled: return y
         return self.add_update(y, F.linear(self.dropout(x).to(self.A.dtype), self.A))
 
-    def add_update(self, y, h):
-        "`y + scale * h @ B.T`: the base output `y` plus the update of `h = A(dropout(x))`."
-        if h.dtype != y.dtype: return y + (self.scale * F.linear(h, self.B)).to(y.dtype)
-        # one BLAS call, instead of a matmul, a multiply and an add
-        y2, h2 = y.reshape(-1, y.shape[-1]), h.reshape(-1, self.r)
-        return torch.addmm(y2, h2, self.B.T, alpha=self.scale).view(y.shape)
+    @property
+    def plain(self)->bool:
+        "True while the layer computes its own adapter alone, one for all rows: `forward`'s path."
+        return self.rows is None and self.active == (self.adapter_name,)
 
 
 # %% ../nbs/01_lora.ipynb #e448735a
+@patch
+def add_update(self:LoRALinear, y, h):
+    "`y + scale * h @ B.T`: the base output `y` plus the update of `h = A(dropout(x))`."
+    return add_update(self, y, h)
+
 @patch
 def reset_lora(self:LoRALinear, init:str='kaiming'):
     "Draw `A` afresh (Kaiming-uniform, or Gaussian with std 1/r) and zero `B`: ΔW starts at 0."
@@ -145,3 +168,82 @@ def unmerge(self:LoRALinear):
     self._add_delta(-1)
     self.merged = False
     return self
+
+# %% ../nbs/01_lora.ipynb #38650c60
+class LoRAAdapter(nn.Module):
+    "A named adapter beside a `LoRALinear`'s own, on its base: its `A`, `B`, scale and dropout."
+    def __init__(self, base:nn.Module, # the base layer of the `LoRALinear` it joins
+                 r:int=8, alpha:float=16, dropout:float=0., rslora:bool=False,
+                 init:str='kaiming', # 'kaiming' or 'gaussian', as `LoRALinear`'s
+                 dtype:torch.dtype|None=None, # dtype of A and B; default: the base weight's
+                ):
+        super().__init__()
+        self.r, self.alpha, self.rslora = r, alpha, rslora
+        self.scale = lora_scale(r, alpha, rslora)
+        dev, dt = weight_device_dtype(base)
+        kw = dict(device=dev, dtype=dtype or dt)
+        self.A = nn.Parameter(torch.empty(r, base.in_features, **kw))
+        self.B = nn.Parameter(torch.zeros(base.out_features, r, **kw))
+        self.dropout = nn.Dropout(dropout) if dropout else nn.Identity()
+        LoRALinear.reset_lora(self, init)
+
+# %% ../nbs/01_lora.ipynb #3f67b5ae
+@patch
+def add_adapter(self:LoRALinear, name:str, # a new name on this layer
+                r:int=8, alpha:float=16, dropout:float=0., rslora:bool=False,
+                init:str='kaiming', dtype:torch.dtype|None=None)->LoRAAdapter:
+    "Add the adapter `name` beside the others on this layer; it starts at zero and isn't active."
+    check_adapter_name(name)
+    if name in self.adapter_names:
+        raise ValueError(f"this layer already has an adapter named {name!r}: pick another name")
+    check_lora_args(self.base, r, alpha, dropout, init, self.base_type)
+    self.others[name] = LoRAAdapter(self.base, r, alpha, dropout, rslora, init, dtype)
+    return self.others[name]
+
+@patch(as_prop=True)
+def adapter_names(self:LoRALinear)->list[str]:
+    "The names of this layer's adapters, its own first."
+    return [self.adapter_name, *self.others]
+
+@patch
+def adapter(self:LoRALinear, name:str):
+    "The adapter `name` of this layer (the layer itself for its own one), or None if it has none."
+    if name == self.adapter_name: return self
+    return self.others[name] if name in self.others else None
+
+# %% ../nbs/01_lora.ipynb #053dd0fc
+@patch
+def named_forward(self:LoRALinear, x:torch.Tensor, y:torch.Tensor)->torch.Tensor:
+    "The base output `y` plus the update of each active adapter, or of each row's (`rows`)."
+    if not self.enabled: return y
+    if self.rows is not None: return self.rows_forward(x, y)
+    for n in self.active:
+        ad = self.adapter(n)
+        if ad is None or ad is self and self.merged: continue
+        y = add_update(ad, y, F.linear(ad.dropout(x).to(ad.A.dtype), ad.A))  # as `forward` adds
+    return y
+
+# %% ../nbs/01_lora.ipynb #10717bce
+def _stacked(ads:list, r:int, A0:torch.Tensor, B0:torch.Tensor)->tuple:
+    "The `A`s (n, r, in) and scaled `B`s (n, out, r) of `ads`, padded to rank `r`; zeros for None."
+    As = [A0 if a is None else F.pad(a.A, (0, 0, 0, r - a.r)) for a in ads]
+    Bs = [B0 if a is None else F.pad(a.scale * a.B, (0, r - a.r)) for a in ads]
+    return torch.stack(As), torch.stack(Bs)
+
+@patch
+def rows_forward(self:LoRALinear, x:torch.Tensor, y:torch.Tensor)->torch.Tensor:
+    "`y` plus, for each row of the batch, the update of its adapter; `rows` = (index, names)."
+    idx, names = self.rows
+    assert idx.shape[0] == x.shape[0], (
+        f"rows names {idx.shape[0]} adapters but the batch has {x.shape[0]} rows: one name a row")
+    ads = [None if self.merged and n == self.adapter_name else self.adapter(n) for n in names]
+    if all(a is None for a in ads): return y
+    r, dt = max(a.r for a in ads if a is not None), self.A.dtype
+    A0 = x.new_zeros(r, self.in_features, dtype=dt)
+    A, B = _stacked(ads, r, A0, x.new_zeros(self.out_features, r, dtype=dt))
+    drops = [nn.Identity() if a is None else a.dropout for a in ads]
+    xs = x.to(dt).reshape(x.shape[0], -1, x.shape[-1])  # (rows, tokens, in)
+    if any(not isinstance(d, nn.Identity) for d in drops) and self.training:
+        xs = torch.stack([d(xs) for d in drops])[idx, torch.arange(len(idx))]
+    h = torch.bmm(xs, A[idx].transpose(1, 2))  # each row through its own A: (rows, tokens, r)
+    return y + torch.bmm(h, B[idx].transpose(1, 2)).reshape(y.shape).to(y.dtype)

@@ -20,10 +20,10 @@ from .prefs import is_pref_row
 
 # %% auto #0
 __all__ = ['TOKEN_LOSSES', 'PREF_LOSSES', 'LOSSES', 'OBJECTIVES', 'REF_MODES', 'OPTIMIZERS', 'SETTINGS', 'LOSS_TYPES',
-           'REWARD_SCALES', 'REWARD_KEYS', 'GRPO_KEYS', 'DataSettings', 'ModelSettings', 'OptimizerSettings',
+           'REWARD_SCALES', 'REFS', 'REWARD_KEYS', 'GRPO_KEYS', 'DataSettings', 'ModelSettings', 'OptimizerSettings',
            'RewardSettings', 'SpeedSettings', 'RunSettings', 'TrainConfig', 'settings_docs', 'job_model_path',
            'job_inputs', 'job_docs', 'jsonl_files', 'first_jsonl_row', 'jsonl_rows', 'objective_of', 'Plan',
-           'chunks_pay', 'resolve', 'settings_changed', 'make_optimizer', 'span', 'grad_checkpointing',
+           'chunks_pay', 'resolve', 'init_settings', 'settings_changed', 'make_optimizer', 'span', 'grad_checkpointing',
            'compile_layers', 'progress_bar', 'LoopState', 'Callback', 'NonFiniteError', 'validate', 'fit_plan', 'fit',
            'plot_history', 'sample_text']
 
@@ -80,6 +80,13 @@ class ModelSettings:
     dropout:float=0.05 # dropout on the LoRA path's input
     rslora:bool=False # scale by alpha/sqrt(r) instead
     targets:str|list='all-linear' # 'all-linear', a regex, or a list of layer names
+    # start from a trained adapter (a run's RUN/adapter, or PEFT's directory) for the same base:
+    # its r, alpha, rslora and layers are the run's (08c_named: the SFT -> DPO chain)
+    init_adapter:str|None=None
+    # the reference of DPO, and of GRPO with --beta > 0: 'base' (the adapters off), 'init' (a
+    # frozen copy of --init-adapter, as TRL keeps one), or 'auto': init with --init-adapter,
+    # else base
+    ref:str='auto'
 
 # %% ../nbs/07_train.ipynb #2cfc2046
 @dataclass
@@ -253,8 +260,6 @@ def _check_config(c:TrainConfig):
     check_arg('--loss', c.loss, c.loss in LOSSES, f'one of {LOSSES}')
     check_arg('--beta', c.beta, c.beta is None or _is_num(c.beta) and c.beta >= 0, 'a number >= 0')
     _check_rewards(c)
-    check_arg('--precompute-ref', c.precompute_ref, c.precompute_ref in REF_MODES,
-              "'on', 'off' or 'auto'")
     _check_pref_loss(c)
     check_arg('--on-bad', c.on_bad, c.on_bad in ('stop', 'skip'), "'stop' or 'skip'")
     check_arg('--dist-timeout', c.dist_timeout, _is_num(c.dist_timeout) and c.dist_timeout > 0,
@@ -269,6 +274,21 @@ def _check_config(c:TrainConfig):
     if c.compile != 'off' and c.fsdp:
         raise ValueError("--compile doesn't work with --fsdp yet: leave one of them off")
     if c.dtype != 'auto': get_dtype(c.dtype)  # raises, naming the dtypes it knows
+    _check_init(c)
+
+# %% ../nbs/07_train.ipynb #546d980c
+REFS = ('auto', 'base', 'init')  # what a reference can be: `14_dpo`'s `ref_pass`
+
+def _check_init(c:TrainConfig):
+    "Raise, naming the flag and the fix, for --init-adapter and reference settings that can't work."
+    check_arg('--precompute-ref', c.precompute_ref, c.precompute_ref in REF_MODES,
+              "'on', 'off' or 'auto'")
+    check_arg('--ref', c.ref, c.ref in REFS, f'one of {REFS}')
+    if c.ref == 'init' and c.init_adapter is None:
+        raise ValueError("--ref init is the adapter the run starts from: pass --init-adapter DIR, "
+                         "or use --ref base")
+    if c.init_adapter is not None and c.fsdp:
+        raise ValueError("--init-adapter doesn't work with --fsdp yet: run it in one process")
 
 # %% ../nbs/07_train.ipynb #415aeada
 _TAKES = ("--model takes a Hugging Face checkpoint directory (Llama, Qwen2/3, Mistral, Gemma 2/3) "
@@ -383,8 +403,11 @@ class Plan(TrainConfig):
     def choices(self)->dict:
         "What `resolve` decided: the objective, and each setting it changed from what was given."
         quiet = ('chat',) + (() if self.objective == 'dpo' else ('precompute_ref',))  # said already
+        quiet += () if self.init_adapter else ('ref',)  # no adapter to start from: the base
         said = {k: v for k in self.given
                 if k not in quiet and (v := getattr(self, k)) != self.given[k]}
+        if isinstance(said.get('targets'), list) and len(said['targets']) > 4:  # --init-adapter's
+            said['targets'] = f"{len(said['targets'])} layers"
         same = self.token_loss == self.loss or self.objective == 'grpo'  # GRPO's is its own
         token = {} if same else dict(token_loss=self.token_loss)
         why = {f'{k}_reason': v for k, v in self.reasons.items() if k in said}
@@ -437,11 +460,31 @@ def resolve(cfg:TrainConfig, # the settings as given
                   else dtype == torch.bfloat16 or dev.type == 'cuda' and bf16),
         loss=obj if obj in PREF_LOSSES + ('grpo',) else token, chat=obj == 'chat',
         beta=cfg.beta if cfg.beta is not None else _BETAS.get(obj),
-        precompute_ref=_precompute(cfg, obj),
+        precompute_ref=_precompute(cfg, obj), **init_settings(cfg),
         eval_every=cfg.eval_every or (max(1, cfg.steps // 5) if cfg.steps >= 25 else cfg.steps),
         samples=cfg.samples if cfg.samples is not None else min(120, 4 * cfg.steps)),
         objective=obj, token_loss=token, given=given,
         reasons=dict(dtype=why) if cfg.dtype == 'auto' else {})
+
+# %% ../nbs/07_train.ipynb #ba052baa
+_FROM_ADAPTER = dict(r='r', alpha='lora_alpha', rslora='use_rslora', targets='target_modules')
+
+def init_settings(cfg:TrainConfig)->dict:
+    "The plan's LoRA settings and reference, from --init-adapter's config; `ref` alone without it."
+    if cfg.init_adapter is None: return dict(ref='base')
+    f = Path(cfg.init_adapter)/'adapter_config.json'
+    try: a = json.loads(f.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"--init-adapter {cfg.init_adapter}: can't read {f.name} ({e}): pass an "
+                         "adapter directory, such as a run's RUN/adapter") from None
+    got = {k: a.get(v, False if k == 'rslora' else None) for k, v in _FROM_ADAPTER.items()}
+    default = TrainConfig()
+    for k, v in got.items():
+        mine = getattr(cfg, k)
+        if mine != getattr(default, k) and mine != v:  # given by hand, and not the adapter's
+            raise ValueError(f"--{k} {mine} is not --init-adapter's {k} ({v!r}): leave --{k} out, "
+                             "a run from an adapter keeps the adapter's")
+    return got | dict(ref='init' if cfg.ref == 'auto' else cfg.ref)
 
 # %% ../nbs/07_train.ipynb #ad2fe8fb
 def settings_changed(cfg:TrainConfig, # the settings now

@@ -34,7 +34,7 @@ def notebooks(only:list=None)->list:
 PARTS = {'LoRA and QLoRA': ['00_core', '01_lora', '02_inject', '03_nf4', '04_qlora', '04a_lowbit', '04b_fuse', '04c_gemv'],
          'Model and data': ['05_model', '05b_objective', '06_data', '06a_pretrain', '06b_instruct', '06c_prefs'],
          'Training': ['07_train', '07a_run', '11_fsdp'],
-         'Shipping': ['08_adapters', '08a_export', '08b_ollama'],
+         'Shipping': ['08_adapters', '08a_export', '08b_ollama', '08c_named'],
          'Debugging and memory': ['09_instrument', '10_memory'],
          'Tuning': ['12_nudge', '12a_panel'],
          'Recipes': ['13_sft', '13a_gemma3', '14_dpo', '15_grpo'],
