@@ -10,7 +10,7 @@ from fastcore.basics import patch
 from .core import *
 
 # %% auto #0
-__all__ = ['lora_scale', 'weight_device_dtype', 'check_lora_args', 'LoRALinear']
+__all__ = ['lora_scale', 'weight_device_dtype', 'init_niter', 'check_init', 'check_lora_args', 'LoRALinear', 'pissa_factors']
 
 # %% ../nbs/01_lora.ipynb #a345ccf7
 def lora_scale(r:int, # LoRA rank
@@ -30,13 +30,32 @@ def weight_device_dtype(base:nn.Module)->tuple[torch.device, torch.dtype]:
 
 
 # %% ../nbs/01_lora.ipynb #87ed0318
-_inits = ('kaiming', 'gaussian')
+_inits = ('kaiming', 'gaussian', 'pissa', 'pissa_niter_K', 'loftq')  # K: an int >= 1
+
+def init_niter(init)->int|None:
+    "The K of `init='pissa_niter_K'` (a randomized SVD with K subspace iterations); else None."
+    k = init.removeprefix('pissa_niter_') if isinstance(init, str) else ''
+    return int(k) if k != init and k.isdigit() and int(k) > 0 else None
+
+def check_init(init, # how A and B start: one of `_inits`
+               base_type:type=nn.Linear, # the layer type the LoRA class wraps
+              ):
+    "Raise a ValueError naming the fix for an `init` a LoRA layer on `base_type` can't start from."
+    if init not in ('kaiming', 'gaussian', 'pissa', 'loftq') and init_niter(init) is None:
+        raise ValueError(f"init must be one of {_inits} (K an int >= 1), got {init!r}")
+    if init in ('kaiming', 'gaussian'): return
+    if base_type is nn.Linear and init == 'loftq':
+        raise ValueError("init='loftq' quantizes the base: use add_qlora(model, quant, "
+                         "init='loftq'), or init='pissa' on a full-precision base")
+    if base_type is not nn.Linear:
+        raise ValueError(f"init={init!r} needs the full-precision weight, which a quantized "
+                         f"layer no longer has: use add_qlora(model, quant, init={init!r})")
 
 def check_lora_args(base:nn.Module, # the layer to wrap
                     r:int, # rank, in [1, min(in_features, out_features)]
                     alpha:float, # scale numerator, > 0
                     dropout:float, # in [0, 1)
-                    init:str='kaiming', # 'kaiming' or 'gaussian'
+                    init:str='kaiming', # one of `_inits`
                     base_type:type=nn.Linear, # the layer type the LoRA class wraps
                    ):
     "Raise a ValueError that says what is allowed, for any argument `LoRALinear` can't take."
@@ -50,7 +69,7 @@ def check_lora_args(base:nn.Module, # the layer to wrap
     if not alpha > 0:
         raise ValueError(f"alpha must be > 0, got {alpha!r}; alpha = r or 2*r are common choices")
     if not 0 <= dropout < 1: raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
-    if init not in _inits: raise ValueError(f"init must be one of {_inits}, got {init!r}")
+    check_init(init, base_type)
 
 # %% ../nbs/01_lora.ipynb #61b77ef6
 class LoRALinear(nn.Module):
@@ -61,7 +80,7 @@ class LoRALinear(nn.Module):
                  alpha:float=16, # the update is scaled by alpha/r
                  dropout:float=0., # dropout on the input of the LoRA path
                  rslora:bool=False, # scale by alpha/sqrt(r) instead
-                 init:str='kaiming', # how to draw A: 'kaiming' (uniform) or 'gaussian'
+                 init:str='kaiming', # 'kaiming' (uniform) or 'gaussian' A; or 'pissa' (below)
                  dtype:torch.dtype|None=None, # dtype of A and B; default: the base weight's
                 ):
         super().__init__()
@@ -76,6 +95,9 @@ class LoRALinear(nn.Module):
         self.dropout = nn.Dropout(dropout) if dropout else nn.Identity()
         self.merged = False
         self.enabled = True  # False: the layer computes its base alone (`14_dpo`'s reference)
+        # a start that isn't zero (PiSSA, LoftQ: `start_from`), which `save_adapter` subtracts
+        self.register_buffer('A0', None, persistent=False)
+        self.register_buffer('B0', None, persistent=False)
         self.reset_lora(init)
 
     def forward(self, x):
@@ -94,8 +116,10 @@ class LoRALinear(nn.Module):
 # %% ../nbs/01_lora.ipynb #e448735a
 @patch
 def reset_lora(self:LoRALinear, init:str='kaiming'):
-    "Draw `A` afresh (Kaiming-uniform, or Gaussian with std 1/r) and zero `B`: ΔW starts at 0."
-    if init not in _inits: raise ValueError(f"init must be one of {_inits}, got {init!r}")
+    "Draw `A` afresh (Kaiming-uniform, or Gaussian with std 1/r) and zero `B`; or PiSSA's start."
+    check_init(init, self.base_type)
+    if self.A0 is not None: self.restore_base()  # PiSSA left a residual base: `W` back first
+    if init.startswith('pissa'): return self.pissa_init(init_niter(init))
     with torch.no_grad():
         if init == 'kaiming': nn.init.kaiming_uniform_(self.A, a=math.sqrt(5))
         else: nn.init.normal_(self.A, std=1/self.r)
@@ -145,3 +169,44 @@ def unmerge(self:LoRALinear):
     self._add_delta(-1)
     self.merged = False
     return self
+
+# %% ../nbs/01_lora.ipynb #46d10611
+def pissa_factors(W:torch.Tensor, # the weight (out_features, in_features)
+                  r:int, # the rank
+                  scale:float, # the LoRA scale `s`: `s * B @ A` is W's top-r part
+                  niter:int|None=None, # None: the full SVD; K: `torch.svd_lowrank`, K iterations
+                 )->tuple[torch.Tensor, torch.Tensor]:
+    "PiSSA's `A` (r, in) and `B` (out, r) from the top `r` singular triplets of `W`, in float32."
+    W = W.detach().to(torch.promote_types(W.dtype, torch.float32))
+    if niter is None:
+        U, S, Vh = torch.linalg.svd(W, full_matrices=False)
+        U, S, Vh = U[:, :r], S[:r], Vh[:r]
+    else:
+        U, S, V = torch.svd_lowrank(W, r, niter=niter)
+        Vh = V.T
+    rootS = (S / scale).sqrt()
+    return rootS[:, None] * Vh, U * rootS
+
+# %% ../nbs/01_lora.ipynb #c620b22e
+@patch
+def start_from(self:LoRALinear, A:torch.Tensor, B:torch.Tensor):
+    "Set `A` and `B` to a start that isn't zero, kept as `A0`, `B0` for `save_adapter`."
+    with torch.no_grad():
+        self.A.copy_(A)
+        self.B.copy_(B)
+    self.A0, self.B0 = self.A.detach().clone(), self.B.detach().clone()
+
+@patch
+def pissa_init(self:LoRALinear, niter:int|None=None):
+    "PiSSA: `A`, `B` from the base weight's top-`r` part, and the residual left in the base."
+    self.start_from(*pissa_factors(self.base.weight, self.r, self.scale, niter))
+    self._add_delta(-1)  # W - s·B@A, computed in float32 as PEFT does
+
+@patch
+def restore_base(self:LoRALinear):
+    "Put PiSSA's `s·B0@A0` back into a residual base: the original `W`, and no start kept."
+    if self.merged: raise RuntimeError("unmerge() before restoring the base")
+    ct = torch.promote_types(self.base.weight.dtype, torch.float32)
+    W, d = self.base.weight, self.scale * (self.B0.to(ct) @ self.A0.to(ct))
+    with torch.no_grad(): W.copy_((W.to(d.dtype) + d).to(W.dtype))
+    self.A0 = self.B0 = None
