@@ -114,7 +114,7 @@ def add_lora(model:nn.Module, # the model to adapt, in place
              dropout:float=0., # dropout on the LoRA path's input
              rslora:bool=False, # scale by alpha/sqrt(r)
              exclude=None, # a regex string or list of names to leave out
-             init:str='kaiming', # init of A: 'kaiming' or 'gaussian'
+             init:str='kaiming', # 'kaiming', 'gaussian', 'pissa' or 'pissa_niter_K' (01_lora)
              dtype:torch.dtype|None=None, # dtype of A and B; default: each base weight's
             )->nn.Module:
     "Wrap the layers of `model` that `targets` picks in `LoRALinear`, freeze the rest, return it."
@@ -177,5 +177,7 @@ def unload_lora(model:nn.Module, # the model to strip, in place
                )->nn.Module:
     "Replace every `LoRALinear` of `model` by its base layer, merged or restored; return `model`."
     (merge_lora if merge else unmerge_lora)(model)
-    for n,m in lora_modules(model).items(): set_module(model, n, m.base)
+    for n,m in lora_modules(model).items():
+        if not merge and m.A0 is not None: m.restore_base()  # PiSSA left a residual there
+        set_module(model, n, m.base)
     return model
