@@ -29,7 +29,7 @@ def weight_device_dtype(base:nn.Module)->tuple[torch.device, torch.dtype]:
     return (base.weight.device if t is None else t.device), base.dtype
 
 
-# %% ../nbs/01_lora.ipynb #87ed0318
+# %% ../nbs/01_lora.ipynb #fdb75c95
 _inits = ('kaiming', 'gaussian', 'pissa', 'pissa_niter_K', 'loftq')  # K: an int >= 1
 
 def init_niter(init)->int|None:
@@ -51,6 +51,7 @@ def check_init(init, # how A and B start: one of `_inits`
         raise ValueError(f"init={init!r} needs the full-precision weight, which a quantized "
                          f"layer no longer has: use add_qlora(model, quant, init={init!r})")
 
+# %% ../nbs/01_lora.ipynb #87ed0318
 def check_lora_args(base:nn.Module, # the layer to wrap
                     r:int, # rank, in [1, min(in_features, out_features)]
                     alpha:float, # scale numerator, > 0
