@@ -96,7 +96,7 @@ class LoRALinear(nn.Module):
         self.dropout = nn.Dropout(dropout) if dropout else nn.Identity()
         self.merged = False
         self.enabled = True  # False: the layer computes its base alone (`14_dpo`'s reference)
-        # a start that isn't zero (PiSSA, LoftQ: `start_from`), which `save_adapter` subtracts
+        self.init = init  # how A, B started; A0, B0 keep a start that isn't zero (`start_from`)
         self.register_buffer('A0', None, persistent=False)
         self.register_buffer('B0', None, persistent=False)
         self.reset_lora(init)
@@ -125,6 +125,7 @@ def reset_lora(self:LoRALinear, init:str='kaiming'):
         if init == 'kaiming': nn.init.kaiming_uniform_(self.A, a=math.sqrt(5))
         else: nn.init.normal_(self.A, std=1/self.r)
         self.B.zero_()
+    self.init = init
 
 @patch
 def extra_repr(self:LoRALinear):
@@ -182,25 +183,29 @@ def pissa_factors(W:torch.Tensor, # the weight (out_features, in_features)
     if niter is None:
         U, S, Vh = torch.linalg.svd(W, full_matrices=False)
         U, S, Vh = U[:, :r], S[:r], Vh[:r]
-    else:
-        U, S, V = torch.svd_lowrank(W, r, niter=niter)
+    else:  # seeded here: the start is a function of W, the same when a run resumes
+        with torch.random.fork_rng(devices=[W.device] if W.is_cuda else []):
+            torch.manual_seed(0)
+            U, S, V = torch.svd_lowrank(W, r, niter=niter)
         Vh = V.T
     rootS = (S / scale).sqrt()
     return rootS[:, None] * Vh, U * rootS
 
 # %% ../nbs/01_lora.ipynb #c620b22e
 @patch
-def start_from(self:LoRALinear, A:torch.Tensor, B:torch.Tensor):
+def start_from(self:LoRALinear, A:torch.Tensor, B:torch.Tensor, init:str='pissa'):
     "Set `A` and `B` to a start that isn't zero, kept as `A0`, `B0` for `save_adapter`."
     with torch.no_grad():
         self.A.copy_(A)
         self.B.copy_(B)
     self.A0, self.B0 = self.A.detach().clone(), self.B.detach().clone()
+    self.init = init
 
 @patch
 def pissa_init(self:LoRALinear, niter:int|None=None):
     "PiSSA: `A`, `B` from the base weight's top-`r` part, and the residual left in the base."
-    self.start_from(*pissa_factors(self.base.weight, self.r, self.scale, niter))
+    init = 'pissa' if niter is None else f'pissa_niter_{niter}'
+    self.start_from(*pissa_factors(self.base.weight, self.r, self.scale, niter), init)
     self._add_delta(-1)  # W - s·B@A, computed in float32 as PEFT does
 
 @patch

@@ -605,6 +605,6 @@ def add_qlora(model:nn.Module, # a full-precision model, changed in place
         set_module(model, n, m)
     add_lora(model, **lora)
     for n, m in lora_modules(model).items():
-        m.start_from(*starts[n])
+        m.start_from(*starts[n], init)
         if n not in qnames: m._add_delta(-1)  # a full-precision base keeps W - s·B@A
     return model

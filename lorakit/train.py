@@ -80,6 +80,26 @@ class ModelSettings:
     dropout:float=0.05 # dropout on the LoRA path's input
     rslora:bool=False # scale by alpha/sqrt(r) instead
     targets:str|list='all-linear' # 'all-linear', a regex, or a list of layer names
+    # how LoRA starts: 'kaiming' (A Kaiming-uniform, B zero: PEFT's default), 'gaussian', 'pissa'
+    # or 'pissa_niter_K' (01: the weight's top-r part trains, the residual is the base), 'loftq'
+    # (04: the adapter starts by cancelling the quantized base's error; needs --quant)
+    init_lora:str='kaiming'
+
+from .lora import init_niter
+
+def _check_model(c:ModelSettings):
+    "Raise a ValueError naming the flag for a --quant or an --init-lora the run can't take."
+    check_arg('--quant', c.quant, c.quant in quant_flags(), f'one of {quant_flags()}')
+    v = c.init_lora
+    check_arg('--init-lora', v, v in ('kaiming', 'gaussian', 'pissa', 'loftq') or
+              init_niter(v) is not None,
+              "'kaiming', 'gaussian', 'pissa', 'pissa_niter_K' (K an int >= 1) or 'loftq'")
+    if v == 'loftq' and c.quant == 'none':
+        raise ValueError("--init-lora loftq fits LoRA to a quantized base's error, and --quant "
+                         "none keeps the base in full precision: add --quant nf4, or use pissa")
+    if v not in ('kaiming', 'gaussian') and c.fsdp:
+        raise ValueError(f"--init-lora {v} needs each full-precision weight, which a sharded "
+                         "load never holds: leave --fsdp off, or use --init-lora kaiming")
 
 # %% ../nbs/07_train.ipynb #2cfc2046
 @dataclass
@@ -247,7 +267,7 @@ def _check_config(c:TrainConfig):
               'a number >= 0')
     check_arg('--dropout', c.dropout, _is_num(c.dropout) and 0 <= c.dropout < 1,
               'a number in [0, 1)')
-    check_arg('--quant', c.quant, c.quant in quant_flags(), f'one of {quant_flags()}')
+    _check_model(c)  # --quant, --init-lora
     check_arg('--optimizer', c.optimizer, c.optimizer in OPTIMIZERS, f'one of {tuple(OPTIMIZERS)}')
     check_arg('--schedule', c.schedule, c.schedule in SCHEDULES, f'one of {SCHEDULES}')
     check_arg('--loss', c.loss, c.loss in LOSSES, f'one of {LOSSES}')
