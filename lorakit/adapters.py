@@ -18,8 +18,8 @@ from .checkpoint import load_llama
 from .data import load_tokenizer
 
 # %% auto #0
-__all__ = ['TOKENIZER_FILES', 'base_quantization', 'named_layers', 'adapter_config', 'write_adapter', 'save_adapter',
-           'load_adapter', 'merged_model', 'adapter_quant', 'merge_adapter']
+__all__ = ['TOKENIZER_FILES', 'base_quantization', 'named_layers', 'start_of', 'adapter_config', 'write_adapter', 'save_adapter',
+           'lora_start', 'to_original_base', 'load_adapter', 'merged_model', 'adapter_quant', 'merge_adapter']
 
 # %% ../nbs/08_adapters.ipynb #8095d130
 def base_quantization(model:nn.Module)->dict|None:
@@ -62,6 +62,11 @@ def named_layers(model:nn.Module, name:str|None=None)->dict:
         raise ValueError(f"model has no adapter named {name!r}: it has {adapter_names(model)}")
     return {n: m.adapter(name) for n, m in lora_modules(model).items() if name in m.adapter_names}
 
+def start_of(model:nn.Module, mods:dict)->dict|None:
+    "`lora_start` where `mods` are the layers' own adapters; None for another (it starts at zero)."
+    own = all(m is lora_modules(model)[n] for n, m in mods.items())
+    return lora_start(model) if own else None
+
 def adapter_config(model:nn.Module, base_model_name_or_path:str|None=None,
                    name:str|None=None, # which adapter (01_lora's names); default: the first
                   )->dict:
@@ -72,6 +77,8 @@ def adapter_config(model:nn.Module, base_model_name_or_path:str|None=None,
         raise ValueError(f"LoRA layers differ in (r, alpha, rslora): {sorted(hp)}; "
                          "PEFT's format holds one setting per adapter")
     r, alpha, rslora = hp.pop()
+    if start_of(model, mods):  # saved relative to the original W (`to_original_base`): rank 2r
+        r, alpha = 2*r, alpha * (2**0.5 if rslora else 2)
     p = next(iter(mods.values())).dropout
     return dict(peft_type='LORA', task_type='CAUSAL_LM', r=r, lora_alpha=alpha, use_rslora=rslora,
                 lora_dropout=getattr(p, 'p', 0.0), target_modules=sorted(mods), bias='none',
@@ -83,9 +90,12 @@ def write_adapter(model:nn.Module, d:Path, base_model_name_or_path:str|None=None
                   weights:dict|None=None, name:str|None=None):
     "Write adapter `name` of `model` into the directory `d`, as `save_adapter` describes."
     cfg, q = adapter_config(model, base_model_name_or_path, name), base_quantization(model)
-    meta = {'format': 'pt'} | ({'lorakit': json.dumps({'base_quantization': q})} if q else {})
     mods = named_layers(model, name)
+    start = start_of(model, mods)
+    rec = ({'base_quantization': q} if q else {}) | ({'start': start} if start else {})
+    meta = {'format': 'pt'} | ({'lorakit': json.dumps(rec)} if rec else {})
     if weights is None: weights = {f'{n}.{k}': getattr(m, k) for n, m in mods.items() for k in 'AB'}
+    if start: weights = to_original_base(model, weights)
     sd = {f'{_prefix}{n}.lora_{k}.weight': weights[f'{n}.{k}'].detach().contiguous().cpu()
           for n in mods for k in 'AB'}
     save_file(sd, d/'adapter_model.safetensors', metadata=meta)
@@ -104,6 +114,26 @@ def save_adapter(model:nn.Module, # a model with LoRA layers
     with atomic_dir(path, overwrite) as d:
         write_adapter(model, d, base_model_name_or_path, weights, name)
     return Path(path)
+
+# %% ../nbs/08_adapters.ipynb #634180c1
+def lora_start(model:nn.Module)->dict|None:
+    "How `model`'s LoRA started, if not from zero (PiSSA, LoftQ): the record `save_adapter` keeps."
+    mods = lora_modules(model)
+    inits = {m.init for m in mods.values() if m.A0 is not None}
+    if not inits: return None
+    if len(inits) > 1: raise ValueError(f"LoRA layers started from {sorted(inits)}: use one init")
+    m = next(iter(mods.values()))
+    return dict(init=inits.pop(), r=m.r, lora_alpha=m.alpha)
+
+def to_original_base(model:nn.Module, weights:dict)->dict:
+    "`weights` (`lora_state_dict`'s keys) as a LoRA of rank 2r on the weights before PiSSA/LoftQ."
+    out = {}
+    for n, m in lora_modules(model).items():
+        A, B = weights[f'{n}.A'], weights[f'{n}.B']
+        A0, B0 = (torch.zeros_like(A), torch.zeros_like(B)) if m.A0 is None else (m.A0, m.B0)
+        # s·B@A - s·B0@A0 = s·[B, -B0] @ [A; A0]: the update relative to the original W
+        out[f'{n}.A'], out[f'{n}.B'] = torch.cat([A, A0.to(A)]), torch.cat([B, -B0.to(B)], 1)
+    return out
 
 # %% ../nbs/08_adapters.ipynb #516f4e88
 # The keys of adapter_config.json (PEFT 0.21's LoraConfig) lorakit reads, and those that say only
@@ -199,7 +229,7 @@ def _check_adapter(mods, ts, paths, cfg):
 def _warn_base(model, cfg, path):
     "Warn if the adapter was trained on a quantized base and `model`'s base is not of its kind."
     q = cfg.get('lorakit', {}).get('base_quantization')
-    if q is None: return
+    if q is None or 'start' in cfg['lorakit']: return  # a PiSSA/LoftQ start: saved relative to W
     kind, cur = q.get('kind', q.get('quant_type')), base_quantization(model)
     if cur is not None and cur['kind'] == kind: return
     on = 'full-precision' if cur is None else cur['kind']
@@ -256,7 +286,8 @@ def _merge_quant(cfg:dict, base:str)->tuple|None:
     check_arg('base', base, base in _bases, f'one of {_bases}')
     if base == 'original': return None  # whatever the record says, even a kind unknown here
     rec = _recorded_quant(cfg)
-    if base == 'auto' and rec is None: return None
+    # a PiSSA/LoftQ start is saved relative to the original weights (`to_original_base`)
+    if base == 'auto' and (rec is None or 'start' in cfg.get('lorakit', {})): return None
     return rec or (QuantSpec(), 'float32')  # PEFT's QLoRA, with bitsandbytes' defaults
 
 def merged_model(model_dir:str|Path, # the base checkpoint

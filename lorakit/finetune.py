@@ -162,7 +162,7 @@ class Job:
         return f"Job({self.path.name}, {self.plan.steps} steps, out={self.plan.out})"
 
 # %% ../nbs/98_finetune.ipynb #7c142a79
-from .qlora import QuantSpec
+from .qlora import QuantSpec, add_qlora
 
 @patch(as_prop=True)
 def is_pref(self:Job)->bool: return self.plan.objective in PREF_LOSSES
@@ -185,13 +185,18 @@ def load_base(self:Job)->Llama:
     "The checkpoint, in the job's dtype, on its device, quantized as `quant` says; no LoRA."
     p = self.plan
     dev = torch.device(p.device)
-    return load_llama(self.path, dtype=get_dtype(p.dtype), device=dev, quant=self.quant)
+    # a start from the weights (PiSSA, LoftQ) quantizes them in `prepare`, from the full W
+    quant = self.quant if p.init_lora in ('kaiming', 'gaussian') else None
+    return load_llama(self.path, dtype=get_dtype(p.dtype), device=dev, quant=quant)
 
 @patch
 def prepare(self:Job, model:nn.Module)->nn.Module:
     "`model` made ready to train as the job says: LoRA on, checkpointing and compile if asked."
-    add_lora(model, **self.lora)
-    if self.plan.init_adapter: self.load_init(model)
+    p = self.plan
+    if self.quant and p.init_lora not in ('kaiming', 'gaussian'):
+        add_qlora(model, self.quant, p.init_lora, **self.lora)  # `load_base` left it unquantized
+    else: add_lora(model, init=p.init_lora, **self.lora)
+    if p.init_adapter: self.load_init(model)
     if self.plan.grad_ckpt: grad_checkpointing(model)
     if self.plan.compile != 'off':
         compile_layers(model, 'inductor' if self.plan.compile == 'on' else self.plan.compile)

@@ -127,7 +127,7 @@ def add_lora(model:nn.Module, # the model to adapt, in place
              dropout:float=0., # dropout on the LoRA path's input
              rslora:bool=False, # scale by alpha/sqrt(r)
              exclude=None, # a regex string or list of names to leave out
-             init:str='kaiming', # init of A: 'kaiming' or 'gaussian'
+             init:str='kaiming', # 'kaiming', 'gaussian', 'pissa' or 'pissa_niter_K' (01_lora)
              dtype:torch.dtype|None=None, # dtype of A and B; default: each base weight's
              # the adapter's name; on a model that has LoRA, a new name adds one more adapter
              name:str='default',
@@ -194,7 +194,9 @@ def unload_lora(model:nn.Module, # the model to strip, in place
         raise ValueError(f"model has adapters {more} beside {adapter_names(model)[0]!r}, which "
                          "unloading would drop: delete_adapter(model, name) each first")
     (merge_lora if merge else unmerge_lora)(model)
-    for n,m in lora_modules(model).items(): set_module(model, n, m.base)
+    for n,m in lora_modules(model).items():
+        if not merge and m.A0 is not None: m.restore_base()  # PiSSA left a residual there
+        set_module(model, n, m.base)
     return model
 
 # %% ../nbs/02_inject.ipynb #f3872c6e

@@ -10,8 +10,8 @@ from fastcore.basics import patch
 from .core import *
 
 # %% auto #0
-__all__ = ['lora_scale', 'weight_device_dtype', 'add_update', 'check_adapter_name', 'check_lora_args', 'LoRALinear',
-           'LoRAAdapter']
+__all__ = ['lora_scale', 'weight_device_dtype', 'init_niter', 'check_init', 'add_update', 'check_adapter_name', 'check_lora_args',
+           'LoRALinear', 'draw_lora', 'pissa_factors', 'LoRAAdapter']
 
 # %% ../nbs/01_lora.ipynb #a345ccf7
 def lora_scale(r:int, # LoRA rank
@@ -30,6 +30,28 @@ def weight_device_dtype(base:nn.Module)->tuple[torch.device, torch.dtype]:
     return (base.weight.device if t is None else t.device), base.dtype
 
 
+# %% ../nbs/01_lora.ipynb #fdb75c95
+_inits = ('kaiming', 'gaussian', 'pissa', 'pissa_niter_K', 'loftq')  # K: an int >= 1
+
+def init_niter(init)->int|None:
+    "The K of `init='pissa_niter_K'` (a randomized SVD with K subspace iterations); else None."
+    k = init.removeprefix('pissa_niter_') if isinstance(init, str) else ''
+    return int(k) if k != init and k.isdigit() and int(k) > 0 else None
+
+def check_init(init, # how A and B start: one of `_inits`
+               base_type:type=nn.Linear, # the layer type the LoRA class wraps
+              ):
+    "Raise a ValueError naming the fix for an `init` a LoRA layer on `base_type` can't start from."
+    if init not in ('kaiming', 'gaussian', 'pissa', 'loftq') and init_niter(init) is None:
+        raise ValueError(f"init must be one of {_inits} (K an int >= 1), got {init!r}")
+    if init in ('kaiming', 'gaussian'): return
+    if base_type is nn.Linear and init == 'loftq':
+        raise ValueError("init='loftq' quantizes the base: use add_qlora(model, quant, "
+                         "init='loftq'), or init='pissa' on a full-precision base")
+    if base_type is not nn.Linear:
+        raise ValueError(f"init={init!r} needs the full-precision weight, which a quantized "
+                         f"layer no longer has: use add_qlora(model, quant, init={init!r})")
+
 # %% ../nbs/01_lora.ipynb #87ed0318
 def add_update(ad, # an adapter: its `B`, `r` and `scale` (a `LoRALinear`, or a `LoRAAdapter` below)
                y:torch.Tensor, h:torch.Tensor)->torch.Tensor:
@@ -38,8 +60,6 @@ def add_update(ad, # an adapter: its `B`, `r` and `scale` (a `LoRALinear`, or a 
     # one BLAS call, instead of a matmul, a multiply and an add
     y2, h2 = y.reshape(-1, y.shape[-1]), h.reshape(-1, ad.r)
     return torch.addmm(y2, h2, ad.B.T, alpha=ad.scale).view(y.shape)
-
-_inits = ('kaiming', 'gaussian')
 
 def check_adapter_name(name:str):
     "Raise a ValueError unless `name` can name an adapter: a string, no dots, not '__base__'."
@@ -51,7 +71,7 @@ def check_lora_args(base:nn.Module, # the layer to wrap
                     r:int, # rank, in [1, min(in_features, out_features)]
                     alpha:float, # scale numerator, > 0
                     dropout:float, # in [0, 1)
-                    init:str='kaiming', # 'kaiming' or 'gaussian'
+                    init:str='kaiming', # one of `_inits`
                     base_type:type=nn.Linear, # the layer type the LoRA class wraps
                    ):
     "Raise a ValueError that says what is allowed, for any argument `LoRALinear` can't take."
@@ -65,7 +85,7 @@ def check_lora_args(base:nn.Module, # the layer to wrap
     if not alpha > 0:
         raise ValueError(f"alpha must be > 0, got {alpha!r}; alpha = r or 2*r are common choices")
     if not 0 <= dropout < 1: raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
-    if init not in _inits: raise ValueError(f"init must be one of {_inits}, got {init!r}")
+    check_init(init, base_type)
 
 # %% ../nbs/01_lora.ipynb #61b77ef6
 class LoRALinear(nn.Module):
@@ -76,7 +96,7 @@ class LoRALinear(nn.Module):
                  alpha:float=16, # the update is scaled by alpha/r
                  dropout:float=0., # dropout on the input of the LoRA path
                  rslora:bool=False, # scale by alpha/sqrt(r) instead
-                 init:str='kaiming', # how to draw A: 'kaiming' (uniform) or 'gaussian'
+                 init:str='kaiming', # 'kaiming' (uniform) or 'gaussian' A; or 'pissa' (below)
                  dtype:torch.dtype|None=None, # dtype of A and B; default: the base weight's
                  name:str='default', # the adapter's name (PEFT's default name too)
                 ):
@@ -95,6 +115,9 @@ class LoRALinear(nn.Module):
         self.enabled = True  # False: the layer computes its base alone (`14_dpo`'s reference)
         self.adapter_name, self.others, self.rows = name, nn.ModuleDict(), None  # several adapters:
         self.active = (name,)  # the end of this notebook
+        self.init = init  # how A, B started; A0, B0 keep a start that isn't zero (`start_from`)
+        self.register_buffer('A0', None, persistent=False)
+        self.register_buffer('B0', None, persistent=False)
         self.reset_lora(init)
 
     def forward(self, x):
@@ -115,14 +138,21 @@ def add_update(self:LoRALinear, y, h):
     "`y + scale * h @ B.T`: the base output `y` plus the update of `h = A(dropout(x))`."
     return add_update(self, y, h)
 
+def draw_lora(ad, init:str='kaiming'):
+    "Draw `ad`'s `A` afresh (Kaiming-uniform, or Gaussian with std 1/r) and zero its `B`."
+    with torch.no_grad():
+        if init == 'kaiming': nn.init.kaiming_uniform_(ad.A, a=math.sqrt(5))
+        else: nn.init.normal_(ad.A, std=1/ad.r)
+        ad.B.zero_()
+
 @patch
 def reset_lora(self:LoRALinear, init:str='kaiming'):
-    "Draw `A` afresh (Kaiming-uniform, or Gaussian with std 1/r) and zero `B`: ΔW starts at 0."
-    if init not in _inits: raise ValueError(f"init must be one of {_inits}, got {init!r}")
-    with torch.no_grad():
-        if init == 'kaiming': nn.init.kaiming_uniform_(self.A, a=math.sqrt(5))
-        else: nn.init.normal_(self.A, std=1/self.r)
-        self.B.zero_()
+    "Draw `A` afresh (Kaiming-uniform, or Gaussian with std 1/r) and zero `B`; or PiSSA's start."
+    check_init(init, self.base_type)
+    if self.A0 is not None: self.restore_base()  # PiSSA left a residual base: `W` back first
+    if init.startswith('pissa'): return self.pissa_init(init_niter(init))
+    draw_lora(self, init)
+    self.init = init
 
 @patch
 def extra_repr(self:LoRALinear):
@@ -169,6 +199,51 @@ def unmerge(self:LoRALinear):
     self.merged = False
     return self
 
+# %% ../nbs/01_lora.ipynb #46d10611
+def pissa_factors(W:torch.Tensor, # the weight (out_features, in_features)
+                  r:int, # the rank
+                  scale:float, # the LoRA scale `s`: `s * B @ A` is W's top-r part
+                  niter:int|None=None, # None: the full SVD; K: `torch.svd_lowrank`, K iterations
+                 )->tuple[torch.Tensor, torch.Tensor]:
+    "PiSSA's `A` (r, in) and `B` (out, r) from the top `r` singular triplets of `W`, in float32."
+    W = W.detach().to(torch.promote_types(W.dtype, torch.float32))
+    if niter is None:
+        U, S, Vh = torch.linalg.svd(W, full_matrices=False)
+        U, S, Vh = U[:, :r], S[:r], Vh[:r]
+    else:  # seeded here: the start is a function of W, the same when a run resumes
+        with torch.random.fork_rng(devices=[W.device] if W.is_cuda else []):
+            torch.manual_seed(0)
+            U, S, V = torch.svd_lowrank(W, r, niter=niter)
+        Vh = V.T
+    rootS = (S / scale).sqrt()
+    return rootS[:, None] * Vh, U * rootS
+
+# %% ../nbs/01_lora.ipynb #c620b22e
+@patch
+def start_from(self:LoRALinear, A:torch.Tensor, B:torch.Tensor, init:str='pissa'):
+    "Set `A` and `B` to a start that isn't zero, kept as `A0`, `B0` for `save_adapter`."
+    with torch.no_grad():
+        self.A.copy_(A)
+        self.B.copy_(B)
+    self.A0, self.B0 = self.A.detach().clone(), self.B.detach().clone()
+    self.init = init
+
+@patch
+def pissa_init(self:LoRALinear, niter:int|None=None):
+    "PiSSA: `A`, `B` from the base weight's top-`r` part, and the residual left in the base."
+    init = 'pissa' if niter is None else f'pissa_niter_{niter}'
+    self.start_from(*pissa_factors(self.base.weight, self.r, self.scale, niter), init)
+    self._add_delta(-1)  # W - s·B@A, computed in float32 as PEFT does
+
+@patch
+def restore_base(self:LoRALinear):
+    "Put PiSSA's `s·B0@A0` back into a residual base: the original `W`, and no start kept."
+    if self.merged: raise RuntimeError("unmerge() before restoring the base")
+    ct = torch.promote_types(self.base.weight.dtype, torch.float32)
+    W, d = self.base.weight, self.scale * (self.B0.to(ct) @ self.A0.to(ct))
+    with torch.no_grad(): W.copy_((W.to(d.dtype) + d).to(W.dtype))
+    self.A0 = self.B0 = None
+
 # %% ../nbs/01_lora.ipynb #38650c60
 class LoRAAdapter(nn.Module):
     "A named adapter beside a `LoRALinear`'s own, on its base: its `A`, `B`, scale and dropout."
@@ -185,7 +260,7 @@ class LoRAAdapter(nn.Module):
         self.A = nn.Parameter(torch.empty(r, base.in_features, **kw))
         self.B = nn.Parameter(torch.zeros(base.out_features, r, **kw))
         self.dropout = nn.Dropout(dropout) if dropout else nn.Identity()
-        LoRALinear.reset_lora(self, init)
+        draw_lora(self, init)
 
 # %% ../nbs/01_lora.ipynb #3f67b5ae
 @patch
@@ -197,6 +272,9 @@ def add_adapter(self:LoRALinear, name:str, # a new name on this layer
     if name in self.adapter_names:
         raise ValueError(f"this layer already has an adapter named {name!r}: pick another name")
     check_lora_args(self.base, r, alpha, dropout, init, self.base_type)
+    if init not in ('kaiming', 'gaussian'):
+        raise ValueError(f"init={init!r} changes the base the adapters share: another adapter "
+                         "starts as 'kaiming' or 'gaussian'")
     self.others[name] = LoRAAdapter(self.base, r, alpha, dropout, rslora, init, dtype)
     return self.others[name]
 

@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_qlora.ipynb #100d4a1d
 from __future__ import annotations
-import functools, itertools, logging, math, threading, warnings
+import functools, inspect, itertools, logging, math, threading, warnings
 from dataclasses import dataclass, asdict, fields, replace
 from typing import Callable
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -24,7 +24,7 @@ import bitsandbytes.functional as bnbF
 __all__ = ['QUANT_KINDS', 'bnb_quant_state', 'bnb_dequantize', 'dequantize_for_matmul', 'assert_dequantize_paths', 'NF4Matmul',
            'nf4_linear', 'nf4_mm', 'nf4_mm_grad', 'QuantLinear', 'NF4Linear', 'QLoRALinear', 'QuantKind',
            'register_quant', 'quant_flags', 'QuantSpec', 'check_quant', 'takes_quant', 'model_nbytes', 'quantize_base',
-           'merge_to_16bit', 'merge_to_nf4']
+           'merge_to_16bit', 'merge_to_nf4', 'lowrank_start', 'add_qlora']
 
 # %% ../nbs/04_qlora.ipynb #871bebf6
 _local = threading.local()
@@ -536,4 +536,75 @@ def merge_to_nf4(model:nn.Module, # a model with QLoRA layers on NF4 bases, chan
                       f"mean |error| {e:.3g} over the exact merge, {e/max(d, 1e-30):.2f}x "
                       f"the mean |update| {d:.3g} that LoRA learned. "
                       "merge_to_16bit keeps the trained model (exactly, in float32).", UserWarning)
+    return model
+
+# %% ../nbs/04_qlora.ipynb #be59e182
+def lowrank_start(W:torch.Tensor, # the full-precision weight (out_features, in_features)
+                  bias:torch.Tensor|None, # the layer's bias, kept as it is
+                  spec:QuantSpec, # how the base is quantized
+                  r:int, # LoRA rank
+                  scale:float, # LoRA scale `s`
+                  init:str='loftq', # 'pissa', 'pissa_niter_K' or 'loftq'
+                  loftq_iter:int=1, # LoftQ's alternations of quantizing and the SVD
+                 )->tuple[QuantLinear, torch.Tensor, torch.Tensor]:
+    "A quantized base and `A`, `B` that start from `W`: PiSSA's residual quantized, or LoftQ's."
+    layer, W32 = QUANT_KINDS[spec.kind].layer, W.detach().float()
+    if init.startswith('pissa'):
+        A, B = pissa_factors(W32, r, scale, init_niter(init))
+        return layer.from_weight((W32 - scale * (B @ A)).to(W.dtype), bias, spec), A, B
+    res = W32
+    for _ in range(loftq_iter):
+        q = layer.from_weight(res.to(W.dtype), bias, spec)  # Q = quant(W - s·B@A)
+        A, B = pissa_factors(W32 - q.weight.float(), r, scale)  # the rank-r SVD of W - Q
+        res = W32 - scale * (B @ A)
+    return q, A, B
+
+@patch
+def restore_base(self:QLoRALinear):
+    raise RuntimeError("a quantized base holds the quantized residual, not the original W: "
+                       "load the base again")
+
+def _check_start(init, loftq_iter, lora:dict):
+    "Raise an error naming the fix for an init, a loftq_iter or a keyword `add_qlora` can't take."
+    takes = [k for k in inspect.signature(add_lora).parameters if k not in ('model', 'init')]
+    if bad := sorted(set(lora) - set(takes)):
+        raise TypeError(f"add_qlora passes on add_lora's arguments {takes}, not {bad}")
+    if init not in ('pissa', 'loftq') and init_niter(init) is None:
+        raise ValueError(f"add_qlora starts from the weights: init='pissa', 'pissa_niter_K' or "
+                         f"'loftq', got {init!r}; for {init!r}, quantize_base then add_lora")
+    if isinstance(loftq_iter, bool) or not isinstance(loftq_iter, int) or loftq_iter < 1:
+        raise ValueError(f"loftq_iter must be an int >= 1, got {loftq_iter!r}")
+
+# %% ../nbs/04_qlora.ipynb #85316a6c
+def add_qlora(model:nn.Module, # a full-precision model, changed in place
+              quant:QuantSpec=QuantSpec(), # how to quantize the base (`quantize_base`)
+              init:str='loftq', # 'pissa', 'pissa_niter_K' or 'loftq'
+              loftq_iter:int=1, # LoftQ's alternations (PEFT's `LoftQConfig.loftq_iter`)
+              **lora, # `add_lora`'s arguments: targets, r, alpha, dropout, rslora, exclude, dtype
+             )->nn.Module:
+    "Quantize `model`'s base and add LoRA, starting from PiSSA's or LoftQ's split of each weight."
+    q, layer = check_quant(quant, none_ok=False), QUANT_KINDS[quant.kind].layer
+    _check_start(init, loftq_iter, lora)
+    if lora_modules(model): raise ValueError("model already has LoRA: call unload_lora first")
+    r, alpha = lora.get('r', 8), lora.get('alpha', 16)
+    names = find_targets(model, lora.get('targets', 'all-linear'), lora.get('exclude'))
+    qnames = find_targets(model, q.targets)
+    if init == 'loftq' and (full := [n for n in names if n not in qnames]):
+        raise ValueError(f"init='loftq' needs every LoRA layer quantized, and quant.targets "
+                         f"leaves {full[:3]} in full precision: quantize them, or use 'pissa'")
+    mods = {n: model.get_submodule(n) for n in dict.fromkeys(names + qnames)}
+    for n in names: check_lora_args(mods[n], r, alpha, lora.get('dropout', 0.))
+    for n in qnames: layer.check_weight(mods[n].weight, q)
+    starts, s = {}, lora_scale(r, alpha, lora.get('rslora', False))
+    for n, m in mods.items():
+        if n in names and n in qnames:
+            m, A, B = lowrank_start(m.weight, m.bias, q, r, s, init, loftq_iter)
+            starts[n] = A, B
+        elif n in names: starts[n] = pissa_factors(m.weight, r, s, init_niter(init))
+        else: m = layer.from_weight(m.weight, m.bias, q)
+        set_module(model, n, m)
+    add_lora(model, **lora)
+    for n, m in lora_modules(model).items():
+        m.start_from(*starts[n], init)
+        if n not in qnames: m._add_delta(-1)  # a full-precision base keeps W - s·B@A
     return model

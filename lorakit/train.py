@@ -87,6 +87,26 @@ class ModelSettings:
     # frozen copy of --init-adapter, as TRL keeps one), or 'auto': init with --init-adapter,
     # else base
     ref:str='auto'
+    # how LoRA starts: 'kaiming' (A Kaiming-uniform, B zero: PEFT's default), 'gaussian', 'pissa'
+    # or 'pissa_niter_K' (01: the weight's top-r part trains, the residual is the base), 'loftq'
+    # (04: the adapter starts by cancelling the quantized base's error; needs --quant)
+    init_lora:str='kaiming'
+
+from .lora import init_niter
+
+def _check_model(c:ModelSettings):
+    "Raise a ValueError naming the flag for a --quant or an --init-lora the run can't take."
+    check_arg('--quant', c.quant, c.quant in quant_flags(), f'one of {quant_flags()}')
+    v = c.init_lora
+    check_arg('--init-lora', v, v in ('kaiming', 'gaussian', 'pissa', 'loftq') or
+              init_niter(v) is not None,
+              "'kaiming', 'gaussian', 'pissa', 'pissa_niter_K' (K an int >= 1) or 'loftq'")
+    if v == 'loftq' and c.quant == 'none':
+        raise ValueError("--init-lora loftq fits LoRA to a quantized base's error, and --quant "
+                         "none keeps the base in full precision: add --quant nf4, or use pissa")
+    if v not in ('kaiming', 'gaussian') and c.fsdp:
+        raise ValueError(f"--init-lora {v} needs each full-precision weight, which a sharded "
+                         "load never holds: leave --fsdp off, or use --init-lora kaiming")
 
 # %% ../nbs/07_train.ipynb #2cfc2046
 @dataclass
@@ -254,7 +274,7 @@ def _check_config(c:TrainConfig):
               'a number >= 0')
     check_arg('--dropout', c.dropout, _is_num(c.dropout) and 0 <= c.dropout < 1,
               'a number in [0, 1)')
-    check_arg('--quant', c.quant, c.quant in quant_flags(), f'one of {quant_flags()}')
+    _check_model(c)  # --quant, --init-lora
     check_arg('--optimizer', c.optimizer, c.optimizer in OPTIMIZERS, f'one of {tuple(OPTIMIZERS)}')
     check_arg('--schedule', c.schedule, c.schedule in SCHEDULES, f'one of {SCHEDULES}')
     check_arg('--loss', c.loss, c.loss in LOSSES, f'one of {LOSSES}')
@@ -287,6 +307,9 @@ def _check_init(c:TrainConfig):
     if c.ref == 'init' and c.init_adapter is None:
         raise ValueError("--ref init is the adapter the run starts from: pass --init-adapter DIR, "
                          "or use --ref base")
+    if c.init_adapter is not None and c.init_lora not in ('kaiming', 'gaussian'):
+        raise ValueError(f"--init-lora {c.init_lora} starts a new adapter from the weights, and "
+                         "--init-adapter starts from a trained one: leave --init-lora out")
     if c.init_adapter is not None and c.fsdp:
         raise ValueError("--init-adapter doesn't work with --fsdp yet: run it in one process")
 
