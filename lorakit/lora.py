@@ -126,13 +126,13 @@ class LoRALinear(nn.Module):
         if self.merged or not self.enabled: return y
         return self.add_update(y, F.linear(self.dropout(x).to(self.A.dtype), self.A))
 
-    @property
-    def plain(self)->bool:
-        "True while the layer computes its own adapter alone, one for all rows: `forward`'s path."
-        return self.rows is None and self.active == (self.adapter_name,)
-
 
 # %% ../nbs/01_lora.ipynb #e448735a
+@patch(as_prop=True)
+def plain(self:LoRALinear)->bool:
+    "True while the layer computes its own adapter alone, one for all rows: `forward`'s path."
+    return self.rows is None and self.active == (self.adapter_name,)
+
 @patch
 def add_update(self:LoRALinear, y, h):
     "`y + scale * h @ B.T`: the base output `y` plus the update of `h = A(dropout(x))`."
@@ -266,7 +266,9 @@ class LoRAAdapter(nn.Module):
 @patch
 def add_adapter(self:LoRALinear, name:str, # a new name on this layer
                 r:int=8, alpha:float=16, dropout:float=0., rslora:bool=False,
-                init:str='kaiming', dtype:torch.dtype|None=None)->LoRAAdapter:
+                init:str='kaiming', # 'kaiming' or 'gaussian'
+                dtype:torch.dtype|None=None, # dtype of A and B; default: those of the layer's own
+               )->LoRAAdapter:
     "Add the adapter `name` beside the others on this layer; it starts at zero and isn't active."
     check_adapter_name(name)
     if name in self.adapter_names:
@@ -275,6 +277,7 @@ def add_adapter(self:LoRALinear, name:str, # a new name on this layer
     if init not in ('kaiming', 'gaussian'):
         raise ValueError(f"init={init!r} changes the base the adapters share: another adapter "
                          "starts as 'kaiming' or 'gaussian'")
+    dtype = dtype or self.A.dtype  # as the layer's own A: float32 under autocast
     self.others[name] = LoRAAdapter(self.base, r, alpha, dropout, rslora, init, dtype)
     return self.others[name]
 

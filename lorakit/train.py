@@ -92,6 +92,7 @@ class ModelSettings:
     # (04: the adapter starts by cancelling the quantized base's error; needs --quant)
     init_lora:str='kaiming'
 
+# %% ../nbs/07_train.ipynb #8277273e
 from .lora import init_niter
 
 def _check_model(c:ModelSettings):
