@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from fastcore.basics import patch
 import torch, torch.nn as nn, torch.nn.functional as F
+from torch.multiprocessing.reductions import StorageWeakRef
 from tqdm.auto import tqdm
 from tqdm.std import tqdm as tqdm_text
 from .core import *
@@ -543,7 +544,7 @@ def _pack(self:ActivationOffload, t:torch.Tensor):
     if st.data_ptr() in self._keep or isinstance(t, nn.Parameter) or t.nbytes < self.min_bytes:
         return t
     key = (st.data_ptr(), t.storage_offset(), t.shape, t.stride(), t.dtype, t._version)
-    if (hit := self._seen.get(key)) and hit[0]() is not None and (h := hit[1]()) is not None:
+    if (hit := self._seen.get(key)) and not hit[0].expired() and (h := hit[1]()) is not None:
         return h  # the same tensor, saved by another op: one copy
     if t.device.type == 'cpu' and not self.copy: host = t  # the host is the device
     else:
@@ -554,7 +555,7 @@ def _pack(self:ActivationOffload, t:torch.Tensor):
     self.held += t.nbytes
     self.peak = max(self.peak, self.held)
     weakref.finalize(h, self._free, t.nbytes)
-    self._seen[key] = (weakref.ref(t), weakref.ref(h))
+    self._seen[key] = (StorageWeakRef(st), weakref.ref(h))
     return h
 
 @patch
