@@ -457,7 +457,10 @@ def _mem(argv:list[str]):
     if not ok:
         print("what makes it fit:" if fixes else
               "nothing tried makes it fit: a shorter --seq-len, a lower --r, or larger GPUs")
-        for what, e in fixes: print(f"  {what}: {e.device / 2**30:.2f} GiB on each GPU")
+        for what, e in fixes:
+            host = sum(b for _, b, _ in e.host)  # --offload-activations: pinned host memory
+            print(f"  {what}: {e.device / 2**30:.2f} GiB on each GPU"
+                  + (f", {host / 2**30:.2f} GiB in host memory" if host else ''))
 
 def mem_cli(argv:list[str]|None=None): # the arguments; default: the command line's
     "`lorakit-mem`: predict a `lorakit-train` run's peak memory, and what makes it fit."
@@ -504,7 +507,9 @@ def pretrain_cli(argv:list[str]|None=None): # the arguments; default: the comman
 # %% ../nbs/99_cli.ipynb #8f8f1f87
 _NOT_PROXY = ('out', 'steps', 'bs', 'seq_len', 'grad_accum', 'eval_every', 'eval_batches',
               'samples', 'save_every', 'seed', 'fsdp', 'cpu_offload', 'dist_timeout',
-              'compile')  # a proxy run takes seconds: compiling would cost more than it saves
+              # a proxy run takes seconds: compiling, or copying its activations to the host,
+              # would cost more than it saves
+              'compile', 'offload_activations')
 
 def _proxy_flags(p:argparse.ArgumentParser):
     "`lorakit-nudge`'s flags of the proxy, and the job's that shape learning."

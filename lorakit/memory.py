@@ -250,6 +250,7 @@ class MemoryEstimate:
     settings:dict
     reserve:list = () # on CUDA: (what, bytes, how) the caching allocator holds beyond `peak`
     outside:list = () # on CUDA: (what, bytes, how) the GPU holds outside PyTorch's allocator
+    host:list = () # (what, bytes, how) held in host memory instead (--offload-activations)
     @property
     def reserved(self)->int: return self.peak + sum(b for _, b, _ in self.reserve)
     @property
@@ -264,6 +265,7 @@ class MemoryEstimate:
                          "what `torch.cuda.max_memory_reserved` reports |")
             lines += [row(*r) for r in self.outside]
             lines.append(f"| **on the GPU** | **{self.device / 2**20:,.1f}** | what fits or not |")
+        lines += [row(*r) for r in self.host]  # beside the device's bytes, in none of its sums
         return '\n'.join(lines)
     def __getitem__(self, component:str)->int:
         return next(b for c, b, _ in self.rows if c == component)
@@ -355,7 +357,7 @@ def layer_activations(mc:LlamaConfig, # the model
 # (`data` only by being preference pairs, whose step runs two sequences a pair)
 MEMORY_FIELDS = ('model', 'data', 'quant', 'dtype', 'device', 'r', 'dropout', 'targets', 'bs',
                  'seq_len', 'grad_accum', 'optimizer', 'grad_ckpt', 'loss', 'precompute_ref',
-                 'fsdp', 'cpu_offload', 'autocast')
+                 'fsdp', 'cpu_offload', 'autocast', 'offload_activations')
 
 def _plan(job, model_config=None)->tuple[Plan, LlamaConfig]:
     "`job`'s plan (a `TrainConfig` resolved as for a GPU, a `Plan`, or a job's), and its sizes."
@@ -393,7 +395,9 @@ def _step_settings(plan:Plan, world_size:int, lora_dtype:str|None, chunk:int|Non
                 loss=plan.token_loss, chunk=chunk, grad_accum=plan.grad_accum,
                 world_size=world_size, cpu_offload=plan.cpu_offload, quant_bits=quant_bits,
                 pref=pref, ref=ref, device=plan.device,
-                seqs=plan.bs * (2 if pref else 1))  # sequences a micro-batch: a pair is two
+                seqs=plan.bs * (2 if pref else 1),  # sequences a micro-batch: a pair is two
+                # on a CPU the host is the device: nothing moves
+                offload=plan.offload_activations and not plan.device.startswith('cpu'))
 
 def _nbytes(dtype:str)->int: return get_dtype(dtype).itemsize
 
@@ -441,6 +445,8 @@ def _kept_rows(mc:LlamaConfig, s, names:list, shapes:dict, n_other:int)->list:
     return rows
 
 # %% ../nbs/10_memory.ipynb #102fb812
+_HOST_ACTS = 'activations (in host memory)'  # --offload-activations: the layers' saved tensors
+
 def _activation_rows(mc:LlamaConfig, s, short:set)->tuple[list, float]:
     "What backward's start holds: the saved activations, the loss's tensors; and the layers' part."
     a, la, L, h, V = (_nbytes(s.dtype), _nbytes(s.lora_dtype), mc.num_hidden_layers,
@@ -457,10 +463,12 @@ def _activation_rows(mc:LlamaConfig, s, short:set)->tuple[list, float]:
                      else V*4 + (V*a if capped else 0))
     layers = T * (L * h * a if s.grad_ckpt else L * per_tok - first)
     seqs = f"{s.bs} pairs as {s.seqs} sequences: " if s.pref else ''
-    rows = [('activations', layers + T * (h*4 + 4 + 8) + kept_loss,
-             seqs + (f"{L} layer inputs (checkpointed)" if s.grad_ckpt
-                     else f"{L} layers x {per_tok/1024:,.1f} KiB a token")
-             + ", the final norm's, the loss's" + (" (and the capped logits')" if capped else ''))]
+    what = seqs + (f"{L} layer inputs (checkpointed)" if s.grad_ckpt
+                   else f"{L} layers x {per_tok/1024:,.1f} KiB a token")
+    rest = ", the final norm's, the loss's" + (" (and the capped logits')" if capped else '')
+    rows = [('activations', (0 if s.offload else layers) + T * (h*4 + 4 + 8) + kept_loss,
+             (what + rest) if not s.offload else rest[2:] + ': back first in backward')]
+    if s.offload: rows.append((_HOST_ACTS, layers, what + ', offloaded'))
     n = min(s.chunk or auto_chunk(T, V, h), T)
     # a chunk's logits and logsumexp's temporary of their size; from the second chunk on, the
     # last chunk's gradient is still held when the next logits are made
@@ -473,7 +481,7 @@ def _activation_rows(mc:LlamaConfig, s, short:set)->tuple[list, float]:
                  + f" x {V:,} float32 logits"
                  + ('' if s.loss == 'chunked' or a == 4 else ', and the 16-bit ones')
                  + (", the hidden states' gradient" if s.pref and s.loss == 'chunked' else '')))
-    return rows, layers
+    return rows, (0 if s.offload else layers)
 
 # %% ../nbs/10_memory.ipynb #ecd7aca9
 def _ref_row(mc:LlamaConfig, s)->tuple:
@@ -495,8 +503,9 @@ def _transient_rows(mc:LlamaConfig, s, names:list, short:set, shapes:dict)->list
     T, dec = s.seqs * s.seq_len, [n for n in shapes if '.layers.' in n]
     per_tok = sum(layer_activations(mc, short, s.r, a, la, s.dropout, s.seqs, s.seq_len).values())
     rows = [('one layer in backward (transient)',
-             T * ((per_tok if s.grad_ckpt else 0) + (mc.intermediate_size + 2 * h) * a),
-             ('its recomputed activations and ' if s.grad_ckpt else '') + 'its gradients')]
+             T * ((per_tok if s.grad_ckpt or s.offload else 0) + (mc.intermediate_size + 2*h) * a),
+             ('its recomputed activations and ' if s.grad_ckpt else
+              'its activations, copied back, and ' if s.offload else '') + 'its gradients')]
     if s.quant_bits:  # any kind computes with its weight dequantized, one linear at a time
         rows.append(('dequantized weight (transient)',
                      max(shapes[n][0] * shapes[n][1] for n in dec) * a,
@@ -573,12 +582,14 @@ def estimate_memory(job, # a `TrainConfig`, its `Plan`, or a job (its `.plan`)
     acts, layers = _activation_rows(mc, s, short)
     rows = [(c, int(b), why) for c, b, why in (_kept_rows(mc, s, names, shapes, n_other) + acts
                                                + _transient_rows(mc, s, names, short, shapes))]
+    host = [r for r in rows if r[0] == _HOST_ACTS]  # not on the device
+    rows = [r for r in rows if r[0] != _HOST_ACTS]
     get = dict((c, b) for c, b, _ in rows).get
     always = sum(b for c, b, _ in rows
                  if c != 'activations' and '(transient)' not in c and c != 'LoRA gradients')
     peak = always + _moments(get, layers, mc.num_hidden_layers, s.grad_accum)
     reserve, outside = _cuda_rows(s, get, int(peak), whole_load)
-    return MemoryEstimate(rows, int(peak), settings, reserve, outside)
+    return MemoryEstimate(rows, int(peak), settings, reserve, outside, host)
 
 # %% ../nbs/10_memory.ipynb #5b06785c
 def _chunk_logits(hc, weight, acc, softcap):
@@ -732,6 +743,9 @@ def _bits(flag:str)->float:
 def _changes(plan:Plan, ws:int)->list:
     "The memory savers that apply to the job, cheapest first: (what to tell the user, settings)."
     out = [] if plan.grad_ckpt else [("gradient checkpointing (--grad-ckpt)", dict(grad_ckpt=True))]
+    if not (plan.offload_activations or plan.fsdp or (plan.device or '').startswith('cpu')):
+        out.append(("activations in host memory (--offload-activations)",
+                    dict(offload_activations=True)))
     bs = plan.bs
     while bs > 1:
         bs //= 2
@@ -742,7 +756,7 @@ def _changes(plan:Plan, ws:int)->list:
     if cur > nf4: out.append(("the base in 4 bits (--quant nf4)", dict(quant='nf4')))
     # FSDP runs uncompiled (07's TrainConfig refuses both)
     fl = ('' if plan.fsdp else '--fsdp ') + ('' if plan.compile == 'off' else '--compile off ')
-    sharded = dict(fsdp=True, compile='off')
+    sharded = dict(fsdp=True, compile='off', offload_activations=False)  # 07 refuses both
     for n in (2, 4, 8, 16):
         if n > ws:
             out.append((f"{n} GPUs with FSDP ({fl}--gpus {n})", dict(world_size=n, **sharded)))
@@ -777,6 +791,7 @@ def memory_fixes(job, # a `TrainConfig`, its `Plan`, or a job (its `.plan`)
         if combo is None:
             cum.update(ch)
             said[kind] = what
+            said = {k: w for k, w in said.items() if cum.get(k) is not False}  # FSDP drops one
             if len(said) > 1 and (e := est(cum)).device <= room:
                 combo = (' + '.join(said.values()), e)
     return e0, False, [(w, e) for _, w, e in alone] + ([combo] if combo and not alone else [])

@@ -4,10 +4,12 @@
 
 # %% ../nbs/07_train.ipynb #e36cd8b1
 from __future__ import annotations
-import contextlib, inspect, json, math
+import contextlib, inspect, json, math, weakref
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from fastcore.basics import patch
 import torch, torch.nn as nn, torch.nn.functional as F
+from torch.multiprocessing.reductions import StorageWeakRef
 from tqdm.auto import tqdm
 from tqdm.std import tqdm as tqdm_text
 from .core import *
@@ -24,8 +26,8 @@ __all__ = ['TOKEN_LOSSES', 'PREF_LOSSES', 'LOSSES', 'OBJECTIVES', 'REF_MODES', '
            'RewardSettings', 'SpeedSettings', 'RunSettings', 'TrainConfig', 'settings_docs', 'job_model_path',
            'job_inputs', 'job_docs', 'jsonl_files', 'first_jsonl_row', 'jsonl_rows', 'objective_of', 'Plan',
            'chunks_pay', 'resolve', 'init_settings', 'settings_changed', 'make_optimizer', 'span', 'grad_checkpointing',
-           'compile_layers', 'progress_bar', 'LoopState', 'Callback', 'NonFiniteError', 'validate', 'fit_plan', 'fit',
-           'plot_history', 'sample_text']
+           'ActivationOffload', 'compile_layers', 'progress_bar', 'LoopState', 'Callback', 'NonFiniteError', 'validate',
+           'fit_plan', 'fit', 'plot_history', 'sample_text']
 
 # %% ../nbs/07_train.ipynb #ce4657b4
 # the loss and objective names, here and nowhere else (`SCHEDULES` are 05b's, `quant_flags()` 04's):
@@ -155,6 +157,9 @@ class RewardSettings:
 class SpeedSettings:
     "Speed and memory: how a step runs, not what it computes."
     grad_ckpt:bool=False # recompute activations in backward, for memory
+    # keep what autograd saves for backward in host memory (pinned), copied back in backward:
+    # for long sequences on a GPU; with --grad-ckpt only the layer inputs move
+    offload_activations:bool=False
     # 'on': each decoder layer under torch.compile (inductor), for faster steps after a compile of
     # seconds to a minute; or the name of another torch.compile backend
     compile:str='off'
@@ -257,6 +262,17 @@ def _check_rewards(c:TrainConfig):
             raise ValueError(f"{flag} is a setting of GRPO, which --reward turns on: add --reward, "
                              f"or leave {flag} out")
 
+# %% ../nbs/07_train.ipynb #f82ce3d3
+def _check_fsdp(c:TrainConfig):
+    "Raise for a setting that needs `--fsdp`, or that doesn't work with it yet."
+    if c.cpu_offload and not c.fsdp:
+        raise ValueError("--cpu-offload offloads the shards of a sharded run: "
+                         "add --fsdp (under torchrun), or leave it off")
+    for flag, on in (('--compile', c.compile != 'off'),
+                     ('--offload-activations', c.offload_activations)):
+        if on and c.fsdp:
+            raise ValueError(f"{flag} doesn't work with --fsdp yet: leave one of them off")
+
 # %% ../nbs/07_train.ipynb #9f090040
 def _check_config(c:TrainConfig):
     "Raise a ValueError naming the flag, for the first setting of `c` that can't work."
@@ -285,15 +301,11 @@ def _check_config(c:TrainConfig):
     check_arg('--on-bad', c.on_bad, c.on_bad in ('stop', 'skip'), "'stop' or 'skip'")
     check_arg('--dist-timeout', c.dist_timeout, _is_num(c.dist_timeout) and c.dist_timeout > 0,
               'a number of seconds > 0')
-    if c.cpu_offload and not c.fsdp:
-        raise ValueError("--cpu-offload offloads the shards of a sharded run: "
-                         "add --fsdp (under torchrun), or leave it off")
     ok = isinstance(c.compile, str) and (c.compile in ('on', 'off')
                                          or c.compile in _compile_backends())
     check_arg('--compile', c.compile, ok,
               "'on', 'off', or a torch.compile backend (torch._dynamo.list_backends())")
-    if c.compile != 'off' and c.fsdp:
-        raise ValueError("--compile doesn't work with --fsdp yet: leave one of them off")
+    _check_fsdp(c)
     if c.dtype != 'auto': get_dtype(c.dtype)  # raises, naming the dtypes it knows
     _check_init(c)
 
@@ -563,6 +575,61 @@ def grad_checkpointing(model:Llama, on:bool=True)->Llama:
     model.grad_ckpt = on
     return model
 
+# %% ../nbs/07_train.ipynb #1082bd57
+class _Held:
+    "A saved tensor in host memory, and the device backward wants it on."
+    __slots__ = ('dev', 'host', '__weakref__')
+    def __init__(self, dev:torch.device, host:torch.Tensor): self.dev, self.host = dev, host
+
+class ActivationOffload(torch.autograd.graph.saved_tensors_hooks):
+    "Inside it, what autograd saves for backward waits in host memory; weights and tiny ones stay."
+    def __init__(self, model:nn.Module, # its parameters and buffers are never copied
+                 min_bytes:int=1024, # a smaller tensor stays put: its copy would cost more
+                 copy:bool=False, # copy a tensor already in host memory too (a check on a CPU)
+                ):
+        self.model, self.min_bytes, self.copy = model, min_bytes, copy
+        self.held = self.peak = self.moved = 0  # bytes: held now, held at most, copied
+        self._keep, self._seen = set(), {}
+        super().__init__(self._pack, self._unpack)
+
+    def __enter__(self):
+        ts = (*self.model.parameters(), *self.model.buffers())
+        self._keep = {t.untyped_storage().data_ptr() for t in ts}  # the weights, where they are
+        super().__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._seen.clear()  # a tensor saved again in the next forward is another one
+        return super().__exit__(*exc)
+
+    def _free(self, n:int): self.held -= n
+
+# %% ../nbs/07_train.ipynb #bab4399d
+@patch
+def _pack(self:ActivationOffload, t:torch.Tensor):
+    st = t.untyped_storage()
+    if st.data_ptr() in self._keep or isinstance(t, nn.Parameter) or t.nbytes < self.min_bytes:
+        return t
+    key = (st.data_ptr(), t.storage_offset(), t.shape, t.stride(), t.dtype, t._version)
+    if (hit := self._seen.get(key)) and not hit[0].expired() and (h := hit[1]()) is not None:
+        return h  # the same tensor, saved by another op: one copy
+    if t.device.type == 'cpu' and not self.copy: host = t  # the host is the device
+    else:
+        pin = t.device.type == 'cuda'
+        host = torch.empty(t.shape, dtype=t.dtype, pin_memory=pin).copy_(t, non_blocking=pin)
+        self.moved += t.nbytes
+    h = _Held(t.device, host)
+    self.held += t.nbytes
+    self.peak = max(self.peak, self.held)
+    weakref.finalize(h, self._free, t.nbytes)
+    self._seen[key] = (StorageWeakRef(st), weakref.ref(h))
+    return h
+
+@patch
+def _unpack(self:ActivationOffload, h):
+    if not isinstance(h, _Held): return h
+    return h.host.to(h.dev, non_blocking=h.host.is_pinned())
+
 # %% ../nbs/07_train.ipynb #2b44dcb7
 def compile_layers(model:Llama, # lorakit's Llama (or a model with its `model.layers`)
                    backend:str='inductor', # inductor generates fused code; aot_eager only traces
@@ -686,6 +753,8 @@ def fit(model:nn.Module, # a model whose trainable parameters (the LoRA weights)
     s = LoopState(model, params, opt, plan, source, loss_fn=loss_fn or LMLoss())
     sched = lr_schedule(plan.schedule, plan.steps, plan.lr, plan.warmup)
     amp, nvtx, draw, bar = _amp(plan, dev), dev.type == 'cuda', _forever(source), None
+    # what forward saves for backward waits in host memory
+    off = ActivationOffload(model) if plan.offload_activations else contextlib.nullcontext()
     fire = lambda event: [getattr(c, event)(s) for c in callbacks]
     model.train()
     try:
@@ -703,7 +772,7 @@ def fit(model:nn.Module, # a model whose trainable parameters (the LoRA weights)
             bs = [s.loss_fn.batch(b) for b in s.batches]
             n, s.loss = max(sum(s.loss_fn.count(b) for b in bs), 1), 0.
             for b in bs:
-                with span('forward', nvtx), amp: l = s.loss_fn(model, b.to(dev), 'sum') / n
+                with span('forward', nvtx), amp, off: l = s.loss_fn(model, b.to(dev), 'sum') / n
                 with span('backward', nvtx): l.backward()
                 s.loss += l.item()
             if not math.isfinite(s.loss):
