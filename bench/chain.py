@@ -47,7 +47,7 @@ def main():
     prefs = write_prefs(pydoc_prefs(), out/'prefs.jsonl', overwrite=True)
     common = ['--model', ck, '--quant', 'nf4', '--dtype', 'float32', '--samples', '0', '--overwrite']
     rows = []
-    sft = ['--data', str(chats), '--chat', '--steps', str(a.sft_steps), '--bs', '4', '--seq-len', '256',
+    sft = ['--data', str(chats), '--chat', 'on', '--steps', str(a.sft_steps), '--bs', '4', '--seq-len', '256',
            '--lr', str(a.sft_lr), '--r', '16', '--alpha', '32', '--dropout', '0', '--out', str(out/'sft')]
     said, sec = run(common + sft, out/'sft.log')
     rows.append(('SFT (pydoc chats)', said, sec))

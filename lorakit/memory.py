@@ -357,7 +357,7 @@ def layer_activations(mc:LlamaConfig, # the model
 # (`data` only by being preference pairs, whose step runs two sequences a pair)
 MEMORY_FIELDS = ('model', 'data', 'quant', 'dtype', 'device', 'r', 'dropout', 'targets', 'bs',
                  'seq_len', 'grad_accum', 'optimizer', 'grad_ckpt', 'loss', 'precompute_ref',
-                 'fsdp', 'cpu_offload', 'autocast', 'offload_activations')
+                 'fsdp', 'cpu_offload', 'autocast', 'offload_activations', 'init_adapter', 'ref')
 
 def _plan(job, model_config=None)->tuple[Plan, LlamaConfig]:
     "`job`'s plan (a `TrainConfig` resolved as for a GPU, a `Plan`, or a job's), and its sizes."
@@ -395,6 +395,8 @@ def _step_settings(plan:Plan, world_size:int, lora_dtype:str|None, chunk:int|Non
                 loss=plan.token_loss, chunk=chunk, grad_accum=plan.grad_accum,
                 world_size=world_size, cpu_offload=plan.cpu_offload, quant_bits=quant_bits,
                 pref=pref, ref=ref, device=plan.device,
+                # `14_dpo`'s frozen copy of --init-adapter, held beside the adapter that trains
+                ref_adapter=plan.objective == 'dpo' and plan.ref == 'init',
                 seqs=plan.bs * (2 if pref else 1),  # sequences a micro-batch: a pair is two
                 # on a CPU the host is the device: nothing moves
                 offload=plan.offload_activations and not plan.device.startswith('cpu'))
@@ -438,6 +440,8 @@ def _kept_rows(mc:LlamaConfig, s, names:list, shapes:dict, n_other:int)->list:
                  + ('' if s.quant_bits else ', linears') + host))
     rows.append(('LoRA weights', on_dev * n_lora * la / ws,
                  f"{n_lora/1e6:,.2f}M in {len(names)} linears, {s.lora_dtype}{host}"))
+    if s.ref_adapter:
+        rows.append(('reference adapter', on_dev * n_lora * la / ws, '--ref init: a frozen copy'))
     rows.append(('LoRA gradients', on_dev * n_lora * la / ws, 'one per LoRA weight' + host))
     n_st = _OPT_STATES[s.optimizer]
     rows.append(('optimizer state', on_dev * n_st * n_lora * la / ws,
