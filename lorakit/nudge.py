@@ -17,7 +17,7 @@ from .run import TrainingStopped
 # %% auto #0
 __all__ = ['KNOBS', 'ProxyRun', 'BlockProxy', 'proxy_config', 'config_dict', 'lib_versions', 'Record', 'Verdict', 'compare',
            't_critical', 'Ratchet', 'changed_settings', 'Drift', 'seed_band', 'Knob', 'parabola_min', 'NudgeResult',
-           'nudge']
+           'nudge', 'lora_hints']
 
 # %% ../nbs/12_nudge.ipynb #d81dceb9
 @dataclass
@@ -356,9 +356,11 @@ class Knob:
     hi:float
     integer:bool=False # round to an int
     first:float|None=None # a scale knob at 0 steps up to this, and below it back to 0
+    off:float|None=None # the value a setting of None means (LoRA+ off is ratio 1)
 
     def move(self, v:float, d:int)->float:
         "`v` moved `d` steps (+1 up, -1 down, 0 stays), clipped to [lo, hi] and rounded."
+        if v is None: v = self.off
         if not self.scale: nv = v + d*self.step
         elif v == 0: nv = self.first if d > 0 and self.first else 0
         else: nv = v * self.step**d
@@ -372,7 +374,8 @@ class Knob:
 KNOBS = dict(lr=Knob(True, 3, 1e-6, 1.), r=Knob(True, 2, 1, 256, integer=True),
              alpha=Knob(True, 2, 0.125, 1024), dropout=Knob(False, 0.05, 0, 0.5),
              warmup=Knob(False, 2, 0, 10_000, integer=True),
-             weight_decay=Knob(True, 10, 0, 1., first=1e-3))
+             weight_decay=Knob(True, 10, 0, 1., first=1e-3),
+             loraplus_ratio=Knob(True, 4, 1, 256, off=1.))
 
 # %% ../nbs/12_nudge.ipynb #8902e655
 def parabola_min(xs:list[float], ys:list[float])->tuple[float|None, np.ndarray]:
@@ -457,6 +460,7 @@ def _search(names:list, rt:Ratchet, start, step, max_probes:int, interpolate:boo
         for n in names:
             knob = replace(KNOBS[n], step=step) if step else KNOBS[n]
             v0, b = config_dict(st['best'])[n], st['best_rec']
+            v0 = knob.off if v0 is None else v0  # LoRA+ off: ratio 1
             st.update(best_v=v0, seen={v0: b}, probes=0)
             st['rows'].append(dict(param=n, value=v0, move='start', mean=b.mean, std=b.std,
                                    vs_best='-', vs_start='-'))
@@ -483,6 +487,9 @@ def nudge(param:str|list, # a hyperparameter of `KNOBS` ('lr', 'r', 'alpha', ...
         check_arg('step', step, step is None or (step > 1 if KNOBS[n].scale else step > 0),
                   'a factor > 1 for a scale knob, or > 0')
     n0 = ratchet.ran
+    base = getattr(ratchet.task, 'base', None)  # a `JobProxy`'s model, before LoRA
+    if base is not None:
+        for h in lora_hints(base, ratchet.task.config if cfg is None else cfg): ratchet.log(h)
     with _stop_between_runs(ratchet.stop):
         try:
             start = cfg if cfg is not None else ratchet.baseline_config()
@@ -516,6 +523,21 @@ def _stopped(rt:Ratchet, n:int, asked:bool)->str:
     kept = (f"{rt.path} keeps them, with every earlier run: the same nudge again goes on from there"
             if n else f"{rt.path} is as it was" if rt.path.exists() else "nothing was written")
     return f"nudge {how} {n} run{'s' * (n != 1)}; {kept}"
+
+# %% ../nbs/12_nudge.ipynb #4e50ebb8
+def lora_hints(model:torch.nn.Module, # the base, before LoRA (a `JobProxy`'s `base`)
+               cfg, # the config to nudge: a `TrainConfig`, or a dict (one without `targets`: none)
+              )->list[str]:
+    "What LoRA Without Regret (2025) suggests for `cfg` on `model`: LoRA on the MLP layers too."
+    from lorakit.inject import find_targets
+    targets = config_dict(cfg).get('targets')
+    if targets is None: return []
+    mlp = [n for n in find_targets(model) if '.mlp.' in n]
+    if not mlp or set(mlp) & set(find_targets(model, targets)): return []
+    kinds = sorted({n.rsplit('.', 1)[-1] for n in mlp})
+    return [f"targets={targets!r} leaves out the MLP layers ({', '.join(kinds)}): LoRA Without "
+            f"Regret (2025) found LoRA on attention alone learns less, even with as many "
+            f"weights; try targets='all-linear'"]
 
 # %% ../nbs/12_nudge.ipynb #1b0c5524
 @patch

@@ -17,6 +17,7 @@ from .model import Llama, generate
 from .data import *
 from .objective import *
 from .qlora import quant_flags
+from .inject import lora_modules
 from .pretrain import base_path
 from .prefs import is_pref_row
 
@@ -27,7 +28,7 @@ __all__ = ['TOKEN_LOSSES', 'PREF_LOSSES', 'LOSSES', 'OBJECTIVES', 'REF_MODES', '
            'job_inputs', 'job_docs', 'jsonl_files', 'first_jsonl_row', 'jsonl_rows', 'objective_of', 'Plan',
            'chunks_pay', 'resolve', 'init_settings', 'settings_changed', 'make_optimizer', 'span', 'grad_checkpointing',
            'ActivationOffload', 'compile_layers', 'progress_bar', 'LoopState', 'Callback', 'NonFiniteError', 'validate',
-           'fit_plan', 'fit', 'plot_history', 'sample_text']
+           'fit_plan', 'fit', 'loraplus_groups', 'plot_history', 'sample_text']
 
 # %% ../nbs/07_train.ipynb #ce4657b4
 # the loss and objective names, here and nowhere else (`SCHEDULES` are 05b's, `quant_flags()` 04's):
@@ -126,6 +127,9 @@ class OptimizerSettings:
     # 'adamw', 'radam' (Adam rectified: no warm-up needed) or 'sgd-momentum' (momentum 0.9)
     optimizer:str='adamw'
     weight_decay:float=0.0 # decoupled from the gradient (AdamW, RAdam); with SGD, L2 on it
+    # LoRA+ (Hayou et al. 2024): B's learning rate is this many times A's (--lr is A's), as in
+    # PEFT's create_loraplus_optimizer; the paper suggests 16; None: one rate for every weight
+    loraplus_ratio:float|None=None
     # how far the policy may move from the reference: with preference pairs (14_dpo) DPO's beta,
     # in -logsigmoid(beta x the margin of log-prob ratios); with --reward (15_grpo) the weight of
     # the KL term; None: 0.1 for DPO, 0 for GRPO (TRL's defaults; 0 needs no reference pass)
@@ -262,6 +266,15 @@ def _check_rewards(c:TrainConfig):
             raise ValueError(f"{flag} is a setting of GRPO, which --reward turns on: add --reward, "
                              f"or leave {flag} out")
 
+# %% ../nbs/07_train.ipynb #70688e13
+def _check_optimizer(c:TrainConfig):
+    "Raise for an optimizer the run can't have: an unknown name, a LoRA+ ratio <= 0 or with --fsdp."
+    check_arg('--optimizer', c.optimizer, c.optimizer in OPTIMIZERS, f'one of {tuple(OPTIMIZERS)}')
+    k = c.loraplus_ratio
+    check_arg('--loraplus-ratio', k, k is None or _is_num(k) and k > 0, 'a number > 0')
+    if k is not None and c.fsdp:
+        raise ValueError("--loraplus-ratio doesn't work with --fsdp yet: leave one of them off")
+
 # %% ../nbs/07_train.ipynb #f82ce3d3
 def _check_fsdp(c:TrainConfig):
     "Raise for a setting that needs `--fsdp`, or that doesn't work with it yet."
@@ -292,7 +305,7 @@ def _check_config(c:TrainConfig):
     check_arg('--dropout', c.dropout, _is_num(c.dropout) and 0 <= c.dropout < 1,
               'a number in [0, 1)')
     _check_model(c)  # --quant, --init-lora
-    check_arg('--optimizer', c.optimizer, c.optimizer in OPTIMIZERS, f'one of {tuple(OPTIMIZERS)}')
+    _check_optimizer(c)
     check_arg('--schedule', c.schedule, c.schedule in SCHEDULES, f'one of {SCHEDULES}')
     check_arg('--loss', c.loss, c.loss in LOSSES, f'one of {LOSSES}')
     check_arg('--beta', c.beta, c.beta is None or _is_num(c.beta) and c.beta >= 0, 'a number >= 0')
@@ -543,7 +556,7 @@ def _fast_kw(cls, params:list)->dict:
     if plain and 'fused' in sig: return dict(fused=True)
     return dict(foreach=True) if 'foreach' in sig and plain else {}
 
-def make_optimizer(params, # the parameters to train (the LoRA weights)
+def make_optimizer(params, # the parameters to train (the LoRA weights), or their groups (dicts)
                    name:str='adamw', # a key of `OPTIMIZERS`
                    lr:float=2e-3, # the learning rate; `fit`'s schedule sets it at every step
                    weight_decay:float=0.0,
@@ -552,7 +565,8 @@ def make_optimizer(params, # the parameters to train (the LoRA weights)
     check_arg('--optimizer', name, name in OPTIMIZERS, f'one of {tuple(OPTIMIZERS)}')
     cls, kw, _ = OPTIMIZERS[name]
     params = list(params)
-    return cls(params, lr=lr, weight_decay=weight_decay, **_fast_kw(cls, params), **kw)
+    flat = [p for g in params for p in (g['params'] if isinstance(g, dict) else [g])]
+    return cls(params, lr=lr, weight_decay=weight_decay, **_fast_kw(cls, flat), **kw)
 
 # %% ../nbs/07_train.ipynb #c191ef12
 @contextlib.contextmanager
@@ -748,7 +762,9 @@ def fit(model:nn.Module, # a model whose trainable parameters (the LoRA weights)
     if not params: raise ValueError("model has no trainable parameters: add_lora first")
     plan, dev = fit_plan(cfg, model), params[0].device
     set_seed(plan.seed)
-    opt = make_optimizer(params, plan.optimizer, plan.lr, plan.weight_decay)
+    k = plan.loraplus_ratio  # LoRA+: B's groups step at k times the schedule's rate
+    groups = params if k is None else loraplus_groups(model, plan.lr, k, plan.weight_decay)
+    opt = make_optimizer(groups, plan.optimizer, plan.lr, plan.weight_decay)
     source = source or PackedLoader(data.xt, data.yt, plan.bs, seed=plan.seed, doc_ids=data.dt)
     s = LoopState(model, params, opt, plan, source, loss_fn=loss_fn or LMLoss())
     sched = lr_schedule(plan.schedule, plan.steps, plan.lr, plan.warmup)
@@ -767,7 +783,7 @@ def fit(model:nn.Module, # a model whose trainable parameters (the LoRA weights)
                          for _ in range(plan.grad_accum)]
                 s.batches, s.rows = map(list, zip(*drawn))
             fire('before_step')
-            for g in opt.param_groups: g['lr'] = sched(s.step - 1)
+            for g in opt.param_groups: g['lr'] = sched(s.step - 1) * g.get('lr_scale', 1)
             # the step's loss is the mean over all it weighs (tokens, or pairs), however it is split
             bs = [s.loss_fn.batch(b) for b in s.batches]
             n, s.loss = max(sum(s.loss_fn.count(b) for b in bs), 1), 0.
@@ -802,6 +818,25 @@ def fit(model:nn.Module, # a model whose trainable parameters (the LoRA weights)
         if bar: bar.close()
         fire('end_fit')
     return s.history
+
+# %% ../nbs/07_train.ipynb #1cb42d4e
+def loraplus_groups(model:nn.Module, # a model with LoRA (`add_lora`): its trainable parameters
+                    lr:float, # A's learning rate (the schedule's)
+                    ratio:float, # B's learning rate is `ratio` times A's
+                    weight_decay:float=0.0, # on A and B; never on biases and LayerNorm weights
+                   )->list[dict]:
+    "LoRA+'s parameter groups, as PEFT's `create_loraplus_optimizer` makes them: A, B, B undecayed."
+    Bs = {id(m.B) for m in lora_modules(model).values()}
+    norms = {id(p) for m in model.modules() if isinstance(m, nn.LayerNorm) for p in m.parameters()}
+    A, B, B_no_decay = [], [], []
+    for n, p in model.named_parameters():
+        if not p.requires_grad: continue
+        if id(p) not in Bs and p.ndim != 1: A.append(p)  # and any other trained matrix
+        elif 'bias' in n or id(p) in norms: B_no_decay.append(p)
+        else: B.append(p)  # and any other trained vector, as PEFT does
+    group = lambda ps, k, wd: dict(params=ps, lr=lr * k, lr_scale=k, weight_decay=wd)
+    return [group(A, 1.0, weight_decay), group(B, ratio, weight_decay),
+            group(B_no_decay, ratio, 0.)]
 
 # %% ../nbs/07_train.ipynb #199d5970
 # the reward curves of a preference run (14_dpo's `DPOLoss.metrics`), by their TRL names
