@@ -8,7 +8,8 @@ Stage 1 is 13_sft's instruction tuning: 06b_instruct's `pydoc_chats` (a question
 by the topic's opening) as conversations, the loss on the assistant's tokens. Stage 2 is DPO on 06c_prefs'
 `pydoc_prefs` (the topic's answer chosen, another topic's rejected), run three ways with the same data, steps and seed:
 from the SFT adapter with the reference its frozen copy (`--ref init`, TRL's choice), from the SFT adapter with the
-bare base as the reference (`--ref base`), and from a fresh adapter. Each `lorakit-train` runs in a subprocess and
+bare base as the reference (`--ref base`), and from a fresh adapter. An OUT/sft left by an earlier run of this script is
+used again (delete it to train SFT anew). Each `lorakit-train` runs in a subprocess and
 prints its held-out figures before and after; this script gathers them into one table. The two stages split their
 data apart on their own (SFT by topic, DPO a seeded tenth of the pairs), so a held-out pair's topic may have been an
 SFT training question.
@@ -49,8 +50,13 @@ def main():
     rows = []
     sft = ['--data', str(chats), '--chat', 'on', '--steps', str(a.sft_steps), '--bs', '4', '--seq-len', '256',
            '--lr', str(a.sft_lr), '--r', '16', '--alpha', '32', '--dropout', '0', '--out', str(out/'sft')]
-    said, sec = run(common + sft, out/'sft.log')
-    rows.append(('SFT (pydoc chats)', said, sec))
+    if (out/'sft'/'adapter'/'adapter_config.json').is_file() and (out/'sft.log').is_file():  # kept
+        log = (out/'sft.log').read_text().splitlines()
+        said = {w: next(l for l in log if l.startswith(w + ':')) for w in ('before', 'after')}
+        rows.append(('SFT (pydoc chats), from an earlier run of this script', said, float('nan')))
+    else:
+        said, sec = run(common + sft, out/'sft.log')
+        rows.append(('SFT (pydoc chats)', said, sec))
     dpo = ['--data', str(prefs), '--steps', str(a.dpo_steps), '--bs', '2', '--seq-len', '512',
            '--lr', str(a.dpo_lr), '--beta', str(a.beta), '--dropout', '0']
     for name, extra in [('DPO from SFT, ref = SFT adapter', ['--init-adapter', str(out/'sft'/'adapter')]),

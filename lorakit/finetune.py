@@ -35,7 +35,7 @@ from .grpo import (GRPOLoss, PromptData, RolloutSource, complete, prompt_ids,
 from .core import cache_dir
 
 # %% auto #0
-__all__ = ['REF_FILE', 'chat_job_data', 'grpo_job_data', 'pref_job_data', 'job_rows', 'Job', 'check_init_adapter', 'Measured',
+__all__ = ['REF_FILE', 'chat_job_data', 'grpo_job_data', 'pref_job_data', 'job_rows', 'check_init_adapter', 'Job', 'Measured',
            'finetune', 'load_job', 'first_steps', 'assert_loss_curve', 'JobProxy']
 
 # %% ../nbs/98_finetune.ipynb #394e75ad
@@ -122,6 +122,21 @@ def job_rows(plan:Plan, tok, ctx:int, log=print)->tuple[LMData, list]:
         raise ValueError(f"--bs {plan.bs} is more than the {len(data.xt)} {what} of training data: "
                          f"use a smaller --bs or --seq-len, or more data")
     return data, docs
+
+# %% ../nbs/98_finetune.ipynb #b0e1df88
+def check_init_adapter(plan:Plan, model_path:Path):
+    "Refuse, naming both, an --init-adapter trained on another checkpoint or another quantization."
+    if plan.init_adapter is None: return
+    d = Path(plan.init_adapter)
+    was = json.loads((d/'adapter_config.json').read_text()).get('base_model_name_or_path')
+    same = was is None or Path(was).name == model_path.name  # the same checkpoint, if moved
+    if not same and Path(was).resolve() != model_path.resolve():
+        raise ValueError(f"--init-adapter {d} was trained on {was}, not on {model_path}: pass "
+                         f"--model {was}, or an adapter trained on this model")
+    q = adapter_quant(d)  # lorakit's record; None for PEFT's adapters, which keep none
+    if q is not None and q[0].kind != plan.quant:
+        raise ValueError(f"--init-adapter {d} was trained on a base held as --quant {q[0].kind}, "
+                         f"and this run's is --quant {plan.quant}: pass --quant {q[0].kind}")
 
 # %% ../nbs/98_finetune.ipynb #b50cafac
 def _quiet(*a, **k): pass
@@ -210,20 +225,6 @@ def load(self:Job)->nn.Module:
     return self.model
 
 # %% ../nbs/98_finetune.ipynb #e631f0a9
-def check_init_adapter(plan:Plan, model_path:Path):
-    "Refuse, naming both, an --init-adapter trained on another checkpoint or another quantization."
-    if plan.init_adapter is None: return
-    d = Path(plan.init_adapter)
-    was = json.loads((d/'adapter_config.json').read_text()).get('base_model_name_or_path')
-    same = was is None or Path(was).name == model_path.name  # the same checkpoint, if moved
-    if not same and Path(was).resolve() != model_path.resolve():
-        raise ValueError(f"--init-adapter {d} was trained on {was}, not on {model_path}: pass "
-                         f"--model {was}, or an adapter trained on this model")
-    q = adapter_quant(d)  # lorakit's record; None for PEFT's adapters, which keep none
-    if q is not None and q[0].kind != plan.quant:
-        raise ValueError(f"--init-adapter {d} was trained on a base held as --quant {q[0].kind}, "
-                         f"and this run's is --quant {plan.quant}: pass --quant {q[0].kind}")
-
 @patch(as_prop=True)
 def uses_ref(self:Job)->bool:
     "Whether the job's loss has a reference: DPO's, or GRPO's KL term."
@@ -636,7 +637,7 @@ _ONE_PROCESS = dict(fsdp=False, cpu_offload=False)
 
 # what a proxy loaded and read: a change to these needs another proxy
 _RELOAD = ('model', 'data', 'field', 'chat', 'all_tokens', 'pack', 'on_bad', 'quant', 'dtype',
-           'seq_len', 'device')
+           'seq_len', 'device', 'init_lora')  # PiSSA and LoftQ start from the unquantized base
 
 class JobProxy:
     "A job shrunk to seconds, for the ratchet: its base loaded once, a fixed slice of its rows."

@@ -10,8 +10,8 @@ from fastcore.basics import patch
 from .core import *
 
 # %% auto #0
-__all__ = ['lora_scale', 'weight_device_dtype', 'init_niter', 'check_init', 'add_update', 'check_adapter_name', 'check_lora_args',
-           'LoRALinear', 'draw_lora', 'pissa_factors', 'LoRAAdapter']
+__all__ = ['lora_scale', 'weight_device_dtype', 'lora_weights', 'init_niter', 'check_init', 'add_update', 'check_adapter_name',
+           'check_lora_args', 'LoRALinear', 'draw_lora', 'pissa_factors', 'LoRAAdapter']
 
 # %% ../nbs/01_lora.ipynb #a345ccf7
 def lora_scale(r:int, # LoRA rank
@@ -29,6 +29,12 @@ def weight_device_dtype(base:nn.Module)->tuple[torch.device, torch.dtype]:
     t = next(iter([*base.parameters(recurse=False), *base.buffers(recurse=False)]), None)
     return (base.weight.device if t is None else t.device), base.dtype
 
+def lora_weights(base:nn.Module, r:int, dtype:torch.dtype|None=None)->tuple:
+    "`A` (r, in), to be drawn, and `B` (out, r), zero: on `base`'s device, in `dtype` or its dtype."
+    dev, dt = weight_device_dtype(base)
+    kw = dict(device=dev, dtype=dtype or dt)
+    return (nn.Parameter(torch.empty(r, base.in_features, **kw)),
+            nn.Parameter(torch.zeros(base.out_features, r, **kw)))
 
 # %% ../nbs/01_lora.ipynb #fdb75c95
 _inits = ('kaiming', 'gaussian', 'pissa', 'pissa_niter_K', 'loftq')  # K: an int >= 1
@@ -106,10 +112,7 @@ class LoRALinear(nn.Module):
         self.base, self.r, self.alpha, self.rslora = base.requires_grad_(False), r, alpha, rslora
         self.in_features, self.out_features = base.in_features, base.out_features
         self.scale = lora_scale(r, alpha, rslora)
-        dev, dt = weight_device_dtype(base)
-        kw = dict(device=dev, dtype=dtype or dt)
-        self.A = nn.Parameter(torch.empty(r, base.in_features, **kw))
-        self.B = nn.Parameter(torch.zeros(base.out_features, r, **kw))
+        self.A, self.B = lora_weights(base, r, dtype)
         self.dropout = nn.Dropout(dropout) if dropout else nn.Identity()
         self.merged = False
         self.enabled = True  # False: the layer computes its base alone (`14_dpo`'s reference)
@@ -255,10 +258,7 @@ class LoRAAdapter(nn.Module):
         super().__init__()
         self.r, self.alpha, self.rslora = r, alpha, rslora
         self.scale = lora_scale(r, alpha, rslora)
-        dev, dt = weight_device_dtype(base)
-        kw = dict(device=dev, dtype=dtype or dt)
-        self.A = nn.Parameter(torch.empty(r, base.in_features, **kw))
-        self.B = nn.Parameter(torch.zeros(base.out_features, r, **kw))
+        self.A, self.B = lora_weights(base, r, dtype)
         self.dropout = nn.Dropout(dropout) if dropout else nn.Identity()
         draw_lora(self, init)
 

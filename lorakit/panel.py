@@ -131,7 +131,8 @@ def interpolate(self:NudgePanel)->Verdict|None:
     n, now = self.param.value, config_dict(self.config())
     k = KNOBS[n]
     same = lambda r: all(r[p] == now[p] for p in self.controls if p != n)  # the other values as now
-    pts = {r[n]: r['mean'] for r in self.rows if same(r) and not (k.scale and r[n] == 0)}
+    at = lambda r: k.off if r[n] is None else r[n]  # None: the value it stands for (LoRA+ off)
+    pts = {at(r): r['mean'] for r in self.rows if same(r) and not (k.scale and at(r) == 0)}
     xs = sorted(pts)
     i = min(range(len(xs)), key=lambda j: pts[xs[j]]) if xs else 0
     near = xs[i-1:i+2] if 0 < i < len(xs)-1 else []
@@ -205,9 +206,10 @@ def _draw(self:NudgePanel, running:Record|None=None):
     n, rows = self.param.value, self.rows
     if rows:
         colour = {'better': 'C2', 'worse': 'C3'}
-        a2.scatter([r[n] for r in rows], [r['mean'] for r in rows],
+        at = lambda r: KNOBS[n].off if r[n] is None else r[n]  # None: LoRA+ off, ratio 1
+        a2.scatter([at(r) for r in rows], [r['mean'] for r in rows],
                    c=[colour.get(r['verdict'], 'C7') for r in rows])
-        a2.set(xscale='log' if KNOBS[n].scale and all(r[n] > 0 for r in rows) else 'linear')
+        a2.set(xscale='log' if KNOBS[n].scale and all(at(r) > 0 for r in rows) else 'linear')
     a2.set(xlabel=n, ylabel='valid loss', title='green: better, red: worse, grey: noise')
     fig.tight_layout()
     buf = io.BytesIO()
