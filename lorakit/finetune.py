@@ -35,7 +35,7 @@ from .grpo import (GRPOLoss, PromptData, RolloutSource, complete, prompt_ids,
 from .core import cache_dir
 
 # %% auto #0
-__all__ = ['REF_FILE', 'chat_job_data', 'grpo_job_data', 'pref_job_data', 'job_rows', 'check_init_adapter', 'Job', 'Measured',
+__all__ = ['REF_FILE', 'chat_job_data', 'grpo_job_data', 'pref_job_data', 'job_rows', 'Job', 'check_init_adapter', 'Measured',
            'finetune', 'load_job', 'first_steps', 'assert_loss_curve', 'JobProxy']
 
 # %% ../nbs/98_finetune.ipynb #394e75ad
@@ -123,21 +123,6 @@ def job_rows(plan:Plan, tok, ctx:int, log=print)->tuple[LMData, list]:
                          f"use a smaller --bs or --seq-len, or more data")
     return data, docs
 
-# %% ../nbs/98_finetune.ipynb #b0e1df88
-def check_init_adapter(plan:Plan, model_path:Path):
-    "Refuse, naming both, an --init-adapter trained on another checkpoint or another quantization."
-    if plan.init_adapter is None: return
-    d = Path(plan.init_adapter)
-    was = json.loads((d/'adapter_config.json').read_text()).get('base_model_name_or_path')
-    same = was is None or Path(was).name == model_path.name  # the same checkpoint, if moved
-    if not same and Path(was).resolve() != model_path.resolve():
-        raise ValueError(f"--init-adapter {d} was trained on {was}, not on {model_path}: pass "
-                         f"--model {was}, or an adapter trained on this model")
-    q = adapter_quant(d)  # lorakit's record; None for PEFT's adapters, which keep none
-    if q is not None and q[0].kind != plan.quant:
-        raise ValueError(f"--init-adapter {d} was trained on a base held as --quant {q[0].kind}, "
-                         f"and this run's is --quant {plan.quant}: pass --quant {q[0].kind}")
-
 # %% ../nbs/98_finetune.ipynb #b50cafac
 def _quiet(*a, **k): pass
 
@@ -152,7 +137,6 @@ class Job:
         self.plan = plan = resolve(cfg, self.mc)  # every setting, decided
         if plan.out: check_out_apart(Path(plan.out), job_inputs(plan))  # before anything is written
         with torch.device('meta'): find_targets(Llama(self.mc), plan.targets)  # names the nearest
-        check_init_adapter(plan, self.path)  # before minutes of loading
         self.model = None  # the model with LoRA on, once `start` (or `load`) has loaded it
         self.ref = None  # a DPO job's precomputed reference log-probs (`reference`)
         self.before_cached = None  # where `measure_before` read them, if it did
@@ -224,7 +208,31 @@ def load(self:Job)->nn.Module:
     self.model = self.group.load(self)
     return self.model
 
+# %% ../nbs/98_finetune.ipynb #fc7c9881
+@patch
+def loss(self:Job, model:nn.Module|None=None):
+    "The objective the loop calls, as the job's processes reduce it: `pick_loss`'s, or DPO's."
+    m, p = model or self.model, self.plan
+    if self.is_grpo: return GRPOLoss(p.loss_type, p.beta, p.epsilon, temperature=p.temperature)
+    lm = pick_loss(m, p.token_loss)
+    if not self.is_pref: return self.group.loss(lm)
+    return self.group.loss(DPOLoss(p.beta, p.objective, lm=lm, ref=self.ref, gamma=p.simpo_gamma))
+
 # %% ../nbs/98_finetune.ipynb #e631f0a9
+def check_init_adapter(plan:Plan, model_path:Path):
+    "Refuse, naming both, an --init-adapter trained on another checkpoint or another quantization."
+    if plan.init_adapter is None: return
+    d = Path(plan.init_adapter)
+    was = json.loads((d/'adapter_config.json').read_text()).get('base_model_name_or_path')
+    same = was is None or Path(was).name == model_path.name  # the same checkpoint, if moved
+    if not same and Path(was).resolve() != model_path.resolve():
+        raise ValueError(f"--init-adapter {d} was trained on {was}, not on {model_path}: pass "
+                         f"--model {was}, or an adapter trained on this model")
+    q = adapter_quant(d)  # lorakit's record; None for PEFT's adapters, which keep none
+    if q is not None and q[0].kind != plan.quant:
+        raise ValueError(f"--init-adapter {d} was trained on a base held as --quant {q[0].kind}, "
+                         f"and this run's is --quant {plan.quant}: pass --quant {q[0].kind}")
+
 @patch(as_prop=True)
 def uses_ref(self:Job)->bool:
     "Whether the job's loss has a reference: DPO's, or GRPO's KL term."
@@ -240,16 +248,6 @@ def load_init(self:Job, model:nn.Module):
     for m in model.modules():
         if isinstance(m, LoRALinear) and REF_ADAPTER in m.others:
             m.others[REF_ADAPTER].dropout = nn.Identity()
-
-# %% ../nbs/98_finetune.ipynb #fc7c9881
-@patch
-def loss(self:Job, model:nn.Module|None=None):
-    "The objective the loop calls, as the job's processes reduce it: `pick_loss`'s, or DPO's."
-    m, p = model or self.model, self.plan
-    if self.is_grpo: return GRPOLoss(p.loss_type, p.beta, p.epsilon, temperature=p.temperature)
-    lm = pick_loss(m, p.token_loss)
-    if not self.is_pref: return self.group.loss(lm)
-    return self.group.loss(DPOLoss(p.beta, p.objective, lm=lm, ref=self.ref, gamma=p.simpo_gamma))
 
 # %% ../nbs/98_finetune.ipynb #b78c2d01
 REF_FILE = 'ref_logps.safetensors'  # in the run directory (07a's `RUN_FILES`)
@@ -323,6 +321,7 @@ def start(self:Job, resume:bool=False, overwrite:bool=False)->nn.Module:
     "Check the rows and any run to resume, prepare the run directory, load the model; DPO's ref."
     p, group = self.plan, self.group
     data = self.data  # read and checked before the processes start
+    check_init_adapter(p, self.path)  # before minutes of loading
     if resume:  # the same run, before minutes of loading
         group.checkpoint.check(Path(p.out), p.given, fingerprint(data.xt, data.yt, data.dt))
     if p.out and group.main:
