@@ -18,7 +18,7 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import (get_optimizer_state_dict,
                                                      set_optimizer_state_dict)
 from .core import *
-from .lora import LoRALinear
+from .lora import LoRALinear, draw_lora
 from .inject import *
 from .nf4 import *
 from .qlora import *
@@ -210,10 +210,10 @@ def peak_rss_mib()->float:
     return kb / (1 << 20 if os.uname().sysname == 'Darwin' else 1 << 10)
 
 def _lora_init(m:LoRALinear, init:str, dev)->SimpleNamespace:
-    "Fresh `A` and `B` for `m`, drawn as 01's `reset_lora` draws them, in the generator's state."
+    "Fresh `A` and `B` for `m`, drawn as 01's `draw_lora` draws them, in the generator's state."
     t = SimpleNamespace(A=torch.empty(m.A.shape, dtype=m.A.dtype, device=dev),
                         B=torch.empty(m.B.shape, dtype=m.B.dtype, device=dev), r=m.r)
-    LoRALinear.reset_lora(t, init)
+    draw_lora(t, init)
     return t
 
 # %% ../nbs/11_fsdp.ipynb #d515d349
